@@ -1,0 +1,270 @@
+/* fdp_frame.c - bounds-checked frame parsing and header building. */
+#include "fabric/fdp_frame.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <string.h>
+
+static const char *const drop_names[FDP_DROP__COUNT] = {
+	[FDP_DROP_NONE] = "none",
+	[FDP_DROP_SHORT] = "short",
+	[FDP_DROP_ETHERTYPE] = "ethertype",
+	[FDP_DROP_ARP_FORMAT] = "arp-format",
+	[FDP_DROP_IP_HDR] = "ip-header",
+	[FDP_DROP_IP_LEN] = "ip-length",
+	[FDP_DROP_IP_FRAG] = "ip-fragment",
+	[FDP_DROP_IP_CSUM] = "ip-checksum",
+	[FDP_DROP_PROTO] = "not-udp",
+	[FDP_DROP_UDP_LEN] = "udp-length",
+	[FDP_DROP_UDP_CSUM] = "udp-checksum",
+	[FDP_DROP_MAGIC] = "magic",
+	[FDP_DROP_VERSION] = "version",
+	[FDP_DROP_TYPE] = "type",
+	[FDP_DROP_LEN] = "length",
+};
+
+const char *fdp_drop_name(int reason)
+{
+	if (reason < 0 || reason >= FDP_DROP__COUNT)
+		return "unknown";
+	return drop_names[reason];
+}
+
+uint16_t fdp_csum_partial(const void *buf, size_t len, uint32_t init)
+{
+	const uint8_t *p = buf;
+	uint64_t sum = init;
+	uint32_t w;
+
+	/* Sum big-endian 16-bit words, 4 bytes per step into a 64-bit
+	 * accumulator so carries need folding only once at the end. */
+	while (len >= 4) {
+		memcpy(&w, p, 4);
+		w = ntohl(w);
+		sum += (w >> 16) + (w & 0xffff);
+		p += 4;
+		len -= 4;
+	}
+	if (len >= 2) {
+		sum += ((uint32_t)p[0] << 8) | p[1];
+		p += 2;
+		len -= 2;
+	}
+	if (len)
+		sum += (uint32_t)p[0] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)sum;
+}
+
+uint16_t fdp_udp_phdr_sum(uint32_t src_ip, uint32_t dst_ip, uint16_t udp_len_host)
+{
+	uint32_t s = ntohl(src_ip), d = ntohl(dst_ip);
+	uint64_t sum = (s >> 16) + (s & 0xffff) + (d >> 16) + (d & 0xffff) +
+		       FDP_IPPROTO_UDP + udp_len_host;
+
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)sum;
+}
+
+static int parse_arp(const uint8_t *buf, size_t len, struct fdp_frame_view *out)
+{
+	struct fdp_arp_hdr arp;
+	uint16_t op;
+
+	if (len < FDP_ETH_HLEN + sizeof(arp))
+		return FDP_DROP_SHORT;
+	memcpy(&arp, buf + FDP_ETH_HLEN, sizeof(arp));
+	op = ntohs(arp.op);
+	if (ntohs(arp.htype) != 1 || ntohs(arp.ptype) != FDP_ETHERTYPE_IPV4 ||
+	    arp.hlen != FDP_ETH_ALEN || arp.plen != 4 ||
+	    (op != FDP_ARP_REQUEST && op != FDP_ARP_REPLY))
+		return FDP_DROP_ARP_FORMAT;
+	out->kind = FDP_FRAME_ARP;
+	out->arp_op = op;
+	out->arp_sha = buf + FDP_ETH_HLEN + offsetof(struct fdp_arp_hdr, sha);
+	out->arp_spa = arp.spa;
+	out->arp_tpa = arp.tpa;
+	return FDP_DROP_NONE;
+}
+
+static int parse_fdp(const uint8_t *udp_payload, size_t udp_payload_len,
+		     struct fdp_frame_view *out)
+{
+	struct fdp_hdr h;
+	struct fdp_dgram_hdr dh;
+
+	if (udp_payload_len < sizeof(h))
+		return FDP_DROP_MAGIC; /* too short to be ours at all */
+	memcpy(&h, udp_payload, sizeof(h));
+	if (h.magic != FDP_MAGIC)
+		return FDP_DROP_MAGIC;
+	if (h.version != FDP_PROTO_VERSION)
+		return FDP_DROP_VERSION;
+	if (ntohs(h.len) != udp_payload_len)
+		return FDP_DROP_LEN;
+	out->kind = FDP_FRAME_FDP;
+	out->fdp = udp_payload;
+	out->fdp_len = udp_payload_len;
+	out->type = h.type;
+	out->flags = h.flags;
+	out->data = 0;
+	out->payload = NULL;
+	out->payload_len = 0;
+	if (h.type == FDP_TYPE_DGRAM) {
+		if (udp_payload_len < sizeof(dh))
+			return FDP_DROP_LEN;
+		memcpy(&dh, udp_payload, sizeof(dh));
+		out->data = be64toh(dh.data);
+		out->payload = udp_payload + sizeof(dh);
+		out->payload_len = udp_payload_len - sizeof(dh);
+		return FDP_DROP_NONE;
+	}
+	if (h.type >= FDP_TYPE_RDM_FIRST && h.type <= FDP_TYPE_RDM_LAST)
+		return FDP_DROP_NONE;
+	return FDP_DROP_TYPE;
+}
+
+int fdp_frame_parse(const uint8_t *buf, size_t len, unsigned int flags,
+		    struct fdp_frame_view *out)
+{
+	struct fdp_eth_hdr eth;
+	struct fdp_ipv4_hdr ip;
+	struct fdp_udp_hdr udp;
+	size_t ihl, ip_total, udp_len;
+	const uint8_t *l3, *l4;
+
+	if (buf == NULL || len < FDP_ETH_HLEN)
+		return FDP_DROP_SHORT;
+	memcpy(&eth, buf, sizeof(eth));
+	out->dst_mac = buf;
+	out->src_mac = buf + FDP_ETH_ALEN;
+	switch (ntohs(eth.ethertype)) {
+	case FDP_ETHERTYPE_ARP:
+		return parse_arp(buf, len, out);
+	case FDP_ETHERTYPE_IPV4:
+		break;
+	default:
+		return FDP_DROP_ETHERTYPE;
+	}
+
+	l3 = buf + FDP_ETH_HLEN;
+	if (len < FDP_ETH_HLEN + sizeof(ip))
+		return FDP_DROP_SHORT;
+	memcpy(&ip, l3, sizeof(ip));
+	if ((ip.ver_ihl >> 4) != 4 || (ip.ver_ihl & 0xf) < 5)
+		return FDP_DROP_IP_HDR;
+	ihl = (size_t)(ip.ver_ihl & 0xf) * 4;
+	ip_total = ntohs(ip.total_len);
+	/* Ethernet may pad short frames: the IPv4 length, not the frame's,
+	 * bounds the datagram. */
+	if (ip_total < ihl || ip_total > len - FDP_ETH_HLEN)
+		return FDP_DROP_IP_LEN;
+	if (ntohs(ip.frag_off) & 0x3fff) /* MF or offset set */
+		return FDP_DROP_IP_FRAG;
+	if (!(flags & FDP_PARSE_IP_CSUM_OK) &&
+	    fdp_csum_partial(l3, ihl, 0) != 0xffff)
+		return FDP_DROP_IP_CSUM;
+	if (ip.proto != FDP_IPPROTO_UDP)
+		return FDP_DROP_PROTO;
+
+	l4 = l3 + ihl;
+	if (ip_total - ihl < sizeof(udp))
+		return FDP_DROP_UDP_LEN;
+	memcpy(&udp, l4, sizeof(udp));
+	udp_len = ntohs(udp.len);
+	if (udp_len < sizeof(udp) || udp_len > ip_total - ihl)
+		return FDP_DROP_UDP_LEN;
+	if (!(flags & FDP_PARSE_UDP_CSUM_OK) && udp.csum != 0) {
+		uint16_t s = fdp_csum_partial(l4, udp_len,
+			fdp_udp_phdr_sum(ip.src, ip.dst, (uint16_t)udp_len));
+		if (s != 0xffff)
+			return FDP_DROP_UDP_CSUM;
+	}
+	out->src_ip = ip.src;
+	out->dst_ip = ip.dst;
+	out->src_port = udp.src_port;
+	out->dst_port = udp.dst_port;
+	return parse_fdp(l4 + sizeof(udp), udp_len - sizeof(udp), out);
+}
+
+void fdp_frame_build_hdrs(uint8_t *buf, const struct fdp_frame_addrs *a,
+			  size_t udp_payload_len, uint16_t ip_id)
+{
+	struct fdp_eth_hdr eth;
+	struct fdp_ipv4_hdr ip;
+	struct fdp_udp_hdr udp;
+
+	memcpy(eth.dst, a->dst_mac, FDP_ETH_ALEN);
+	memcpy(eth.src, a->src_mac, FDP_ETH_ALEN);
+	eth.ethertype = htons(FDP_ETHERTYPE_IPV4);
+	ip.ver_ihl = 0x45;
+	ip.tos = 0;
+	ip.total_len = htons((uint16_t)(FDP_IPV4_HLEN + FDP_UDP_HLEN + udp_payload_len));
+	ip.id = htons(ip_id);
+	ip.frag_off = htons(0x4000);
+	ip.ttl = 64;
+	ip.proto = FDP_IPPROTO_UDP;
+	ip.csum = 0;
+	ip.src = a->src_ip;
+	ip.dst = a->dst_ip;
+	udp.src_port = a->src_port;
+	udp.dst_port = a->dst_port;
+	udp.len = htons((uint16_t)(FDP_UDP_HLEN + udp_payload_len));
+	udp.csum = 0;
+	memcpy(buf, &eth, sizeof(eth));
+	memcpy(buf + FDP_ETH_HLEN, &ip, sizeof(ip));
+	memcpy(buf + FDP_ETH_HLEN + FDP_IPV4_HLEN, &udp, sizeof(udp));
+}
+
+void fdp_frame_csum(uint8_t *buf, bool ip_csum, bool udp_csum)
+{
+	uint8_t *l3 = buf + FDP_ETH_HLEN, *l4 = l3 + FDP_IPV4_HLEN;
+	struct fdp_ipv4_hdr ip;
+	uint16_t c, udp_len;
+
+	memcpy(&ip, l3, sizeof(ip));
+	if (ip_csum) {
+		ip.csum = 0;
+		memcpy(l3, &ip, sizeof(ip));
+		c = htons((uint16_t)~fdp_csum_partial(l3, FDP_IPV4_HLEN, 0));
+		memcpy(l3 + offsetof(struct fdp_ipv4_hdr, csum), &c, 2);
+	}
+	if (udp_csum) {
+		memcpy(&udp_len, l4 + offsetof(struct fdp_udp_hdr, len), 2);
+		udp_len = ntohs(udp_len);
+		memset(l4 + offsetof(struct fdp_udp_hdr, csum), 0, 2);
+		c = (uint16_t)~fdp_csum_partial(l4, udp_len,
+			fdp_udp_phdr_sum(ip.src, ip.dst, udp_len));
+		if (c == 0) /* 0 means "no checksum" in IPv4 UDP */
+			c = 0xffff;
+		c = htons(c);
+		memcpy(l4 + offsetof(struct fdp_udp_hdr, csum), &c, 2);
+	}
+}
+
+size_t fdp_arp_build(uint8_t *buf, uint16_t op, const uint8_t *eth_dst,
+		     const uint8_t *sha, uint32_t spa, const uint8_t *tha,
+		     uint32_t tpa)
+{
+	struct fdp_eth_hdr eth;
+	struct fdp_arp_hdr arp;
+
+	memcpy(eth.dst, eth_dst, FDP_ETH_ALEN);
+	memcpy(eth.src, sha, FDP_ETH_ALEN);
+	eth.ethertype = htons(FDP_ETHERTYPE_ARP);
+	arp.htype = htons(1);
+	arp.ptype = htons(FDP_ETHERTYPE_IPV4);
+	arp.hlen = FDP_ETH_ALEN;
+	arp.plen = 4;
+	arp.op = htons(op);
+	memcpy(arp.sha, sha, FDP_ETH_ALEN);
+	arp.spa = spa;
+	memcpy(arp.tha, tha, FDP_ETH_ALEN);
+	arp.tpa = tpa;
+	memset(buf, 0, FDP_ETH_MIN_FRAME);
+	memcpy(buf, &eth, sizeof(eth));
+	memcpy(buf + FDP_ETH_HLEN, &arp, sizeof(arp));
+	return FDP_ETH_MIN_FRAME;
+}

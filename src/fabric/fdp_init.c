@@ -1,0 +1,150 @@
+/* fdp_init.c - provider entry point and parameters.
+ *
+ * fi_prov_ini runs in every libfabric program on the machine that scans the
+ * provider directory, so it only defines and reads parameters: no EAL, no
+ * device, no allocation beyond libfabric's own. */
+#include "fabric/fdp.h"
+#include "fabric/fdp_eal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fdp_params fdp_params = {
+	.mtu = 1500,
+};
+
+static void fdp_cleanup(void)
+{
+	fdp_eal_cleanup();
+}
+
+struct fi_provider fdp_prov = {
+	.version = FDP_PROV_VERSION,
+	.fi_version = FDP_FI_VERSION,
+	.name = FDP_PROV_NAME,
+	.getinfo = fdp_getinfo,
+	.fabric = fdp_fabric_open,
+	.cleanup = fdp_cleanup,
+};
+
+/* A probability parameter: "0".."1"; anything else is ignored with a
+ * warning naming the variable (the default 0 stays). */
+static double param_probability(const char *name)
+{
+	char *s = NULL, *end;
+	double v;
+
+	if (fi_param_get_str(&fdp_prov, name, &s) != FI_SUCCESS || !s || !*s)
+		return 0.0;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0.0 && v <= 1.0)) {
+		FDP_WARN(FI_LOG_CORE, "FI_DPDK_%s=%s: not a probability in [0,1], using 0\n",
+			 name, s);
+		return 0.0;
+	}
+	return v;
+}
+
+/* FI_DPDK_IP "a.b.c.d/prefix" (prefix defaults to 24). */
+static void param_ip(void)
+{
+	char buf[64], *slash, *end;
+	unsigned long prefix = 24;
+
+	fdp_params.ip_ok = false;
+	if (!fdp_params.ip || !*fdp_params.ip)
+		return;
+	if (strlen(fdp_params.ip) >= sizeof(buf))
+		goto bad;
+	strcpy(buf, fdp_params.ip);
+	slash = strchr(buf, '/');
+	if (slash) {
+		*slash = '\0';
+		errno = 0;
+		prefix = strtoul(slash + 1, &end, 10);
+		if (errno || end == slash + 1 || *end || prefix < 1 || prefix > 32)
+			goto bad;
+	}
+	if (inet_pton(AF_INET, buf, &fdp_params.addr) != 1)
+		goto bad;
+	fdp_params.prefix = (unsigned int)prefix;
+	fdp_params.netmask = htonl(prefix == 32 ? 0xffffffffu :
+				   ~((1u << (32 - prefix)) - 1));
+	fdp_params.ip_ok = true;
+	return;
+bad:
+	FDP_WARN(FI_LOG_CORE, "FI_DPDK_IP=%s: expected a.b.c.d[/prefix]; provider disabled\n",
+		 fdp_params.ip);
+}
+
+static void read_params(void)
+{
+	char *s;
+	size_t mtu;
+
+	s = NULL;
+	if (fi_param_get_str(&fdp_prov, "device", &s) == FI_SUCCESS && s && *s)
+		fdp_params.device = s;
+	s = NULL;
+	if (fi_param_get_str(&fdp_prov, "ip", &s) == FI_SUCCESS && s && *s)
+		fdp_params.ip = s;
+	s = NULL;
+	if (fi_param_get_str(&fdp_prov, "eal_args", &s) == FI_SUCCESS && s && *s)
+		fdp_params.eal_args = s;
+	if (fi_param_get_size_t(&fdp_prov, "mtu", &mtu) == FI_SUCCESS) {
+		if (mtu < 576 || mtu > 9000)
+			FDP_WARN(FI_LOG_CORE, "FI_DPDK_MTU=%zu: outside 576..9000, using %zu\n",
+				 mtu, fdp_params.mtu);
+		else
+			fdp_params.mtu = mtu;
+	}
+	fdp_params.drop = param_probability("drop");
+	fdp_params.dup = param_probability("dup");
+	fdp_params.reorder = param_probability("reorder");
+	s = NULL;
+	if (fi_param_get_str(&fdp_prov, "seed", &s) == FI_SUCCESS && s && *s) {
+		char *end;
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(s, &end, 0);
+		if (errno || end == s || *end)
+			FDP_WARN(FI_LOG_CORE, "FI_DPDK_SEED=%s: not an integer, using a random seed\n", s);
+		else
+			fdp_params.seed = v;
+	}
+	param_ip();
+}
+
+FI_EXT_INI
+{
+	fi_param_define(&fdp_prov, "device", FI_PARAM_STRING,
+			"DPDK device (devargs): a PCI address or a vdev spec such as "
+			"net_memif0,role=server,socket=/tmp/x.sock (default: none, "
+			"provider disabled)");
+	fi_param_define(&fdp_prov, "ip", FI_PARAM_STRING,
+			"IPv4 address/prefix of the port, e.g. 198.18.0.1/15 "
+			"(default: none, provider disabled)");
+	fi_param_define(&fdp_prov, "eal_args", FI_PARAM_STRING,
+			"extra DPDK EAL arguments appended to the provider's own, "
+			"space separated (default: none)");
+	fi_param_define(&fdp_prov, "mtu", FI_PARAM_SIZE_T,
+			"IP MTU of the port, 576..9000 (default: 1500)");
+	fi_param_define(&fdp_prov, "drop", FI_PARAM_STRING,
+			"test fault injection: probability 0..1 of dropping each "
+			"transmitted frame (default: 0)");
+	fi_param_define(&fdp_prov, "dup", FI_PARAM_STRING,
+			"test fault injection: probability 0..1 of duplicating each "
+			"transmitted frame (default: 0)");
+	fi_param_define(&fdp_prov, "reorder", FI_PARAM_STRING,
+			"test fault injection: probability 0..1 of delaying each "
+			"transmitted frame behind the next one (default: 0)");
+	fi_param_define(&fdp_prov, "seed", FI_PARAM_STRING,
+			"test fault injection: PRNG seed (default: 0 = from time and pid)");
+	read_params();
+	return &fdp_prov;
+}

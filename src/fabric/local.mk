@@ -1,0 +1,28 @@
+# src/fabric: the libfabric DPDK provider (libdpdk-fi.so). Owned by the provider issue.
+#
+# libfdpcore.la: the parts with no DPDK dependency (frame parsing/building),
+# linked into the provider and into unit tests and the fuzzer.
+# libdpdk-fi.la: the provider, a libtool module installed where libfabric
+# looks for external providers; it exports fi_prov_ini only (fdp.map).
+noinst_LTLIBRARIES += src/fabric/libfdpcore.la
+src_fabric_libfdpcore_la_SOURCES = \
+	src/fabric/fdp_proto.h \
+	src/fabric/fdp_frame.h \
+	src/fabric/fdp_frame.c
+src_fabric_libfdpcore_la_CFLAGS = $(AM_CFLAGS) -fPIC
+
+fiprov_LTLIBRARIES = src/fabric/libdpdk-fi.la
+src_fabric_libdpdk_fi_la_SOURCES = \
+	src/fabric/fdp_init.c \
+	src/fabric/fdp_stub.c \
+	src/fabric/fdp_eal.h \
+	src/fabric/fdp.h
+src_fabric_libdpdk_fi_la_CFLAGS = $(AM_CFLAGS) $(FABRIC_CFLAGS) $(DPDK_CFLAGS)
+src_fabric_libdpdk_fi_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
+	-Wl,--version-script=$(top_srcdir)/src/fabric/fdp.map
+src_fabric_libdpdk_fi_la_LIBADD = src/fabric/libfdpcore.la $(FABRIC_LIBS) $(DPDK_LIBS)
+EXTRA_src_fabric_libdpdk_fi_la_DEPENDENCIES = src/fabric/fdp.map
+EXTRA_DIST += src/fabric/fdp.map
+
+# The reliability/RDM engine appends to the provider's sources here.
+include src/fabric/rel.mk
