@@ -1,0 +1,1 @@
+# provider benchmarks (fabric_*.sh)

@@ -1,0 +1,2 @@
+# bench: benchmarks (not tests). Fragments per concern.
+include bench/fabric.mk

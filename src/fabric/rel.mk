@@ -1,0 +1,1 @@
+# src/fabric reliability/RDM engine fragment (fdp_rel*, fdp_msg*, fdp_rdm*)

@@ -1,0 +1,342 @@
+#include "config.h"
+#include "preload/pl_real.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct pl_real pl_real;
+
+/* ---- system-call fallbacks, used only while this thread resolves the table ----
+ * Generic numbers only (ppoll, pselect6, dup3, epoll_pwait, accept4...) so the
+ * fallbacks exist on every Linux architecture. fork and daemon have none: forking
+ * from inside dlsym is not something any allocator does. */
+
+#define KSIGSET_SIZE (_NSIG / 8)
+
+static int raw_socket(int domain, int type, int protocol)
+{
+	return (int)syscall(SYS_socket, domain, type, protocol);
+}
+static int raw_socketpair(int domain, int type, int protocol, int sv[2])
+{
+	return (int)syscall(SYS_socketpair, domain, type, protocol, sv);
+}
+static int raw_bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	return (int)syscall(SYS_bind, fd, PL_SA(addr), len);
+}
+static int raw_listen(int fd, int backlog)
+{
+	return (int)syscall(SYS_listen, fd, backlog);
+}
+static int raw_accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
+{
+	return (int)syscall(SYS_accept4, fd, PL_SA(addr), len, flags);
+}
+static int raw_accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	return raw_accept4(fd, addr, len, 0);
+}
+static int raw_connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	return (int)syscall(SYS_connect, fd, PL_SA(addr), len);
+}
+static int raw_shutdown(int fd, int how)
+{
+	return (int)syscall(SYS_shutdown, fd, how);
+}
+static int raw_close(int fd)
+{
+	return (int)syscall(SYS_close, fd);
+}
+static ssize_t raw_read(int fd, void *buf, size_t len)
+{
+	return syscall(SYS_read, fd, buf, len);
+}
+static ssize_t raw_readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	return syscall(SYS_readv, fd, iov, iovcnt);
+}
+static ssize_t raw_write(int fd, const void *buf, size_t len)
+{
+	return syscall(SYS_write, fd, buf, len);
+}
+static ssize_t raw_writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	return syscall(SYS_writev, fd, iov, iovcnt);
+}
+static ssize_t raw_recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR_ARG addr,
+			    socklen_t *alen)
+{
+	return syscall(SYS_recvfrom, fd, buf, len, flags, PL_SA(addr), alen);
+}
+static ssize_t raw_recv(int fd, void *buf, size_t len, int flags)
+{
+	return syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
+}
+static ssize_t raw_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	return syscall(SYS_recvmsg, fd, msg, flags);
+}
+static int raw_recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+			struct timespec *timeout)
+{
+	return (int)syscall(SYS_recvmmsg, fd, vec, vlen, flags, timeout);
+}
+static ssize_t raw_sendto(int fd, const void *buf, size_t len, int flags,
+			  __CONST_SOCKADDR_ARG addr, socklen_t alen)
+{
+	return syscall(SYS_sendto, fd, buf, len, flags, PL_SA(addr), alen);
+}
+static ssize_t raw_send(int fd, const void *buf, size_t len, int flags)
+{
+	return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+}
+static ssize_t raw_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	return syscall(SYS_sendmsg, fd, msg, flags);
+}
+static int raw_sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	return (int)syscall(SYS_sendmmsg, fd, vec, vlen, flags);
+}
+static int raw_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	return (int)syscall(SYS_getsockopt, fd, level, name, val, len);
+}
+static int raw_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	return (int)syscall(SYS_setsockopt, fd, level, name, val, len);
+}
+static int raw_getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	return (int)syscall(SYS_getsockname, fd, PL_SA(addr), len);
+}
+static int raw_getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	return (int)syscall(SYS_getpeername, fd, PL_SA(addr), len);
+}
+static int raw_fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
+static int raw_ioctl(int fd, unsigned long request, ...)
+{
+	va_list ap;
+	va_start(ap, request);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return (int)syscall(SYS_ioctl, fd, request, arg);
+}
+static int raw_dup(int fd)
+{
+	return (int)syscall(SYS_dup, fd);
+}
+static int raw_dup3(int fd, int fd2, int flags)
+{
+	return (int)syscall(SYS_dup3, fd, fd2, flags);
+}
+static int raw_dup2(int fd, int fd2)
+{
+	if (fd == fd2) /* dup3 refuses equal fds; dup2 checks validity */
+		return raw_fcntl(fd, F_GETFD) < 0 ? -1 : fd;
+	return raw_dup3(fd, fd2, 0);
+}
+static int raw_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+		     const sigset_t *mask)
+{
+	struct timespec copy, *ts = NULL;
+	if (timeout) {
+		copy = *timeout; /* the kernel writes back the time left */
+		ts = &copy;
+	}
+	return (int)syscall(SYS_ppoll, fds, nfds, ts, mask, KSIGSET_SIZE);
+}
+static int raw_poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000L };
+	return raw_ppoll(fds, nfds, timeout < 0 ? NULL : &ts, NULL);
+}
+static int raw_pselect6(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timespec *ts,
+			const sigset_t *mask)
+{
+	struct {
+		const sigset_t *mask;
+		size_t size;
+	} sig = { mask, KSIGSET_SIZE };
+	return (int)syscall(SYS_pselect6, nfds, r, w, e, ts, mask ? &sig : NULL);
+}
+static int raw_pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
+		       const struct timespec *timeout, const sigset_t *mask)
+{
+	struct timespec copy, *ts = NULL;
+	if (timeout) {
+		copy = *timeout;
+		ts = &copy;
+	}
+	return raw_pselect6(nfds, r, w, e, ts, mask);
+}
+static int raw_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *timeout)
+{
+	struct timespec ts, *tsp = NULL;
+	if (timeout) {
+		ts.tv_sec = timeout->tv_sec;
+		ts.tv_nsec = timeout->tv_usec * 1000L;
+		tsp = &ts;
+	}
+	int ret = raw_pselect6(nfds, r, w, e, tsp, NULL);
+	if (timeout) { /* Linux select reports the time left */
+		timeout->tv_sec = ts.tv_sec;
+		timeout->tv_usec = ts.tv_nsec / 1000L;
+	}
+	return ret;
+}
+static int raw_epoll_create1(int flags)
+{
+	return (int)syscall(SYS_epoll_create1, flags);
+}
+static int raw_epoll_create(int size)
+{
+	if (size <= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return raw_epoll_create1(0);
+}
+static int raw_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	return (int)syscall(SYS_epoll_ctl, epfd, op, fd, ev);
+}
+static int raw_epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout,
+			   const sigset_t *mask)
+{
+	return (int)syscall(SYS_epoll_pwait, epfd, evs, max, timeout, mask, KSIGSET_SIZE);
+}
+static int raw_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
+{
+	return raw_epoll_pwait(epfd, evs, max, timeout, NULL);
+}
+static int raw_epoll_pwait2(int epfd, struct epoll_event *evs, int max,
+			    const struct timespec *timeout, const sigset_t *mask)
+{
+#ifdef SYS_epoll_pwait2
+	return (int)syscall(SYS_epoll_pwait2, epfd, evs, max, timeout, mask, KSIGSET_SIZE);
+#else
+	(void)epfd, (void)evs, (void)max, (void)timeout, (void)mask;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+static pid_t raw_fork(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+static int raw_daemon(int nochdir, int noclose)
+{
+	(void)nochdir, (void)noclose;
+	errno = ENOSYS;
+	return -1;
+}
+static ssize_t raw_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	return syscall(SYS_sendfile, out_fd, in_fd, offset, count);
+}
+static ssize_t raw_sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
+{
+	return syscall(SYS_sendfile, out_fd, in_fd, offset, count);
+}
+extern void __chk_fail(void) __attribute__((noreturn));
+static ssize_t raw___read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+	if (len > buflen)
+		__chk_fail();
+	return raw_read(fd, buf, len);
+}
+static ssize_t raw___recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+	if (len > buflen)
+		__chk_fail();
+	return raw_recv(fd, buf, len, flags);
+}
+static ssize_t raw___recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+				  __SOCKADDR_ARG addr, socklen_t *alen)
+{
+	if (len > buflen)
+		__chk_fail();
+	return raw_recvfrom(fd, buf, len, flags, addr, alen);
+}
+static int raw___poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		__chk_fail();
+	return raw_poll(fds, nfds, timeout);
+}
+static int raw___ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+			   const sigset_t *mask, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		__chk_fail();
+	return raw_ppoll(fds, nfds, timeout, mask);
+}
+
+#define raw_fcntl64 raw_fcntl /* same call on every 64-bit ABI */
+#define PL_RAW_ENTRY(ret, name, params, args) .name = raw_##name,
+const struct pl_real pl_raw = {
+	PL_SYMBOLS(PL_RAW_ENTRY, PL_RAW_ENTRY)
+};
+#undef PL_RAW_ENTRY
+
+/* ---- resolution ---- */
+
+static __thread int resolving __attribute__((tls_model("initial-exec")));
+static int resolved; /* atomic */
+
+__attribute__((noreturn)) static void missing_symbol(const char *name)
+{
+	char line[256];
+	const char *why = dlerror();
+	int n = snprintf(line, sizeof(line),
+			 "fabsock[%d]: error: libc symbol '%s' not found (%s); cannot continue\n",
+			 (int)getpid(), name, why ? why : "no error text");
+	if (n > 0)
+		raw_write(2, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	abort();
+}
+
+#define PL_RESOLVE_REQUIRED(ret, name, params, args) \
+	{ \
+		void *sym = dlsym(RTLD_NEXT, #name); \
+		if (!sym) \
+			missing_symbol(#name); \
+		__atomic_store_n((void **)&pl_real.name, sym, __ATOMIC_RELEASE); \
+	}
+#define PL_RESOLVE_OPTIONAL(ret, name, params, args) \
+	{ \
+		void *sym = dlsym(RTLD_NEXT, #name); \
+		__atomic_store_n((void **)&pl_real.name, sym ? sym : (void *)pl_raw.name, \
+				 __ATOMIC_RELEASE); \
+	}
+
+void pl_real_resolve(void)
+{
+	if (__atomic_load_n(&resolved, __ATOMIC_ACQUIRE) || resolving)
+		return;
+	resolving = 1;
+	PL_SYMBOLS(PL_RESOLVE_REQUIRED, PL_RESOLVE_OPTIONAL)
+	resolving = 0;
+	__atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,38 @@
+/* pl_wrap: helpers shared by the wrapper files. */
+#ifndef PL_WRAP_H
+#define PL_WRAP_H
+
+#include <sys/socket.h>
+
+#include "preload/pl_fdtab.h"
+#include "preload/pl_guard.h"
+#include "preload/pl_init.h"
+#include "preload/pl_real.h"
+#include "stack/stk_rules.h"
+#include "stack/stk_sock.h"
+
+#define PL_EXPORT __attribute__((visibility("default")))
+
+/* The tracked socket behind fd whose role is not decided yet, or NULL (the common
+ * case, one lookup). Always NULL while the library's own code runs (guard). */
+static inline struct stk_sock *pl_undecided(int fd)
+{
+	if (pl_guarded())
+		return NULL;
+	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
+	return sock && !sock->decided ? sock : NULL;
+}
+
+/* Decide for sock (behind fd) now that its role and addresses are known, and
+ * forget fd when the kernel keeps the socket. errno is preserved. */
+void pl_decide(int fd, struct stk_sock *sock, enum stk_role role,
+	       const struct sockaddr *local, const struct sockaddr *remote);
+
+/* Decide using the socket's bound address as the local endpoint. */
+void pl_decide_local(int fd, struct stk_sock *sock, enum stk_role role);
+
+/* A new fd number came from the kernel: drop any stale entry left by a close we
+ * could not see (fclose, close_range...). One lookup when there is none. */
+void pl_forget_stale(int fd);
+
+#endif

@@ -1,0 +1,10 @@
+# src/stack: sockets over messages (no dlsym; testable without LD_PRELOAD).
+noinst_LTLIBRARIES += src/stack/libstk.la
+src_stack_libstk_la_SOURCES = \
+	src/stack/stk_config.c src/stack/stk_config.h \
+	src/stack/stk_counters.c src/stack/stk_counters.h \
+	src/stack/stk_log.c src/stack/stk_log.h \
+	src/stack/stk_rules.c src/stack/stk_rules.h \
+	src/stack/stk_sock.c src/stack/stk_sock.h \
+	src/stack/stk_sys.c src/stack/stk_sys.h
+src_stack_libstk_la_CFLAGS = $(AM_CFLAGS) -fPIC

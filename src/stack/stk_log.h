@@ -1,0 +1,39 @@
+/* stk_log: one-line diagnostics to stderr or FABSOCK_LOG_FILE, never stdout.
+ *
+ * Every line is "fabsock[pid]: <level>: <message>\n", written with a single
+ * write() through stk_sys so it is atomic with respect to other writers and
+ * never re-enters the interposition layer. Safe from any thread; no allocation. */
+#ifndef STK_LOG_H
+#define STK_LOG_H
+
+enum stk_log_level {
+	STK_LOG_ERROR = 0,
+	STK_LOG_WARN = 1,
+	STK_LOG_INFO = 2,
+	STK_LOG_DEBUG = 3,
+};
+
+extern int stk_log_level; /* current threshold; written at start-up only */
+
+/* Route log lines to fd (default 2). The fd is owned by the caller. */
+void stk_log_set_fd(int fd);
+int stk_log_get_fd(void);
+
+void stk_log(enum stk_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Parse "error|warn|info|debug" (case-insensitive); -1 when unknown. */
+int stk_log_level_parse(const char *name);
+const char *stk_log_level_name(int level);
+
+#define FSK_LOG_AT(lvl, ...) \
+	do { \
+		if ((lvl) <= stk_log_level) \
+			stk_log((lvl), __VA_ARGS__); \
+	} while (0)
+#define FSK_ERR(...) FSK_LOG_AT(STK_LOG_ERROR, __VA_ARGS__)
+#define FSK_WARN(...) FSK_LOG_AT(STK_LOG_WARN, __VA_ARGS__)
+#define FSK_INFO(...) FSK_LOG_AT(STK_LOG_INFO, __VA_ARGS__)
+#define FSK_DBG(...) FSK_LOG_AT(STK_LOG_DEBUG, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,83 @@
+#include "config.h"
+#include "stack/stk_sock.h"
+#include "stack/stk_config.h"
+#include "stack/stk_counters.h"
+#include "stack/stk_log.h"
+
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct stk_sock *stk_sock_new(int domain, int type, int protocol)
+{
+	if (domain != AF_INET && domain != AF_INET6)
+		return NULL;
+	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+	enum stk_sock_kind kind;
+	if (base == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP))
+		kind = STK_SOCK_TCP;
+	else if (base == SOCK_DGRAM && (protocol == 0 || protocol == IPPROTO_UDP))
+		kind = STK_SOCK_UDP;
+	else
+		return NULL;
+	struct stk_sock *sock = calloc(1, sizeof(*sock));
+	if (!sock)
+		return NULL;
+	sock->refs = 1;
+	sock->kind = kind;
+	sock->domain = domain;
+	stk_count(STK_C_SOCKETS_TRACKED);
+	return sock;
+}
+
+void stk_sock_ref(struct stk_sock *sock)
+{
+	__atomic_fetch_add(&sock->refs, 1, __ATOMIC_RELAXED);
+}
+
+void stk_sock_unref(struct stk_sock *sock)
+{
+	if (__atomic_sub_fetch(&sock->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(sock);
+}
+
+/* Log a fallback reason at info level the first time it is seen per role. */
+static void note_fallback_once(enum stk_role role, const char *reason)
+{
+	static int logged[STK_ROLE_COUNT]; /* atomic flags */
+	if (__atomic_exchange_n(&logged[role], 1, __ATOMIC_RELAXED) == 0)
+		FSK_INFO("%s sockets use the kernel: %s (logged once, counted in "
+			 "fallback_no_transport)", stk_role_name(role), reason);
+}
+
+bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
+		     const struct sockaddr *local, const struct sockaddr *remote)
+{
+	const struct stk_rule *rule = NULL;
+	sock->decided = true;
+	int action = stk_rules_match(&stk_cfg.rules, role, local, remote, &rule);
+	bool by_rule = action >= 0;
+	if (!by_rule)
+		action = stk_cfg.default_action;
+
+	if (stk_log_level >= STK_LOG_DEBUG) {
+		char lbuf[64], rbuf[64], why[32] = "default";
+		if (by_rule)
+			snprintf(why, sizeof(why), "rule at line %u", rule->line);
+		FSK_DBG("fd %d: %s local %s remote %s -> %s (%s)", fd, stk_role_name(role),
+			stk_sockaddr_str(local, lbuf, sizeof(lbuf)),
+			stk_sockaddr_str(remote, rbuf, sizeof(rbuf)),
+			stk_action_name((enum stk_action)action), why);
+	}
+	if (action == STK_ACTION_KERNEL) {
+		stk_count(by_rule ? STK_C_KERNEL_BY_RULE : STK_C_KERNEL_BY_DEFAULT);
+		return false;
+	}
+	stk_count(STK_C_ACCEL_REQUESTED);
+	/* No fabric transport is wired into the stack yet: every accepted candidate
+	 * stays on its kernel socket, which is exactly what it already is. */
+	stk_count(STK_C_FALLBACK_NO_TRANSPORT);
+	note_fallback_once(role, "no accelerated transport in this build yet");
+	sock->accelerated = false;
+	return false;
+}

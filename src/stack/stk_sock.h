@@ -1,0 +1,43 @@
+/* stk_sock: the stack's view of one application socket it may accelerate.
+ *
+ * Created when the application makes an AF_INET/AF_INET6 TCP or UDP socket, while
+ * the library is enabled. Shared by every fd that refers to the same open socket
+ * (dup, dup2, fcntl F_DUPFD): reference counted, freed with the last reference.
+ * The decision (accelerate or leave to the kernel) is taken once the socket's role
+ * and addresses are known: connect (tcp_client, udp_connect), listen (tcp_server),
+ * bind of a UDP socket (udp_receiver), or its first sendto (udp_sender). */
+#ifndef STK_SOCK_H
+#define STK_SOCK_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+
+#include "stack/stk_rules.h"
+
+enum stk_sock_kind {
+	STK_SOCK_TCP,
+	STK_SOCK_UDP,
+};
+
+struct stk_sock {
+	int refs;                /* atomic */
+	enum stk_sock_kind kind;
+	int domain;
+	bool decided;            /* the role was known and the decision taken */
+	bool accelerated;        /* true once running on a fabric provider */
+};
+
+/* A new object for a socket(domain, type, protocol) just created, or NULL when the
+ * socket is not a candidate (not IPv4/IPv6 TCP or UDP) or memory is short. */
+struct stk_sock *stk_sock_new(int domain, int type, int protocol);
+void stk_sock_ref(struct stk_sock *sock);
+void stk_sock_unref(struct stk_sock *sock);
+
+/* Decide for a socket whose role is now known (local/remote may be NULL when
+ * unknown). Logs the outcome (debug), logs each distinct fallback reason once
+ * (info), counts everything. Returns true when the socket is accelerated; false
+ * means the kernel keeps it and the caller may forget the object. */
+bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
+		     const struct sockaddr *local, const struct sockaddr *remote);
+
+#endif

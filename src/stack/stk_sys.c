@@ -1,0 +1,33 @@
+#include "config.h"
+#include "stack/stk_sys.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+struct stk_sys stk_sys = {
+	.read = read,
+	.write = write,
+	.close = close,
+	.socket = socket,
+	.bind = bind,
+	.listen = listen,
+	.accept4 = accept4,
+	.connect = connect,
+	.shutdown = shutdown,
+	.recv = recv,
+	.send = send,
+	.getsockopt = getsockopt,
+	.setsockopt = setsockopt,
+	.getsockname = getsockname,
+	.getpeername = getpeername,
+	.fcntl = fcntl,
+	.poll = poll,
+	.epoll_create1 = epoll_create1,
+	.epoll_ctl = epoll_ctl,
+	.epoll_wait = epoll_wait,
+};
+
+void stk_sys_install(const struct stk_sys *real)
+{
+	stk_sys = *real;
+}

@@ -1,0 +1,45 @@
+/* stk_sys: the system calls the stack makes, as a table of function pointers.
+ *
+ * Contract: code under src/stack/ never calls an interposed libc name directly;
+ * it calls stk_sys.<name>. Without LD_PRELOAD (unit tests, the stk_ API used as a
+ * library) the table points at libc. Under the preload, src/preload installs the
+ * real (next-in-chain) symbols once, before any stack code runs, so the stack's
+ * own I/O never re-enters the wrappers. The table is written once at start-up and
+ * read-only afterwards: no lock. */
+#ifndef STK_SYS_H
+#define STK_SYS_H
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+struct stk_sys {
+	ssize_t (*read)(int fd, void *buf, size_t len);
+	ssize_t (*write)(int fd, const void *buf, size_t len);
+	int (*close)(int fd);
+	int (*socket)(int domain, int type, int protocol);
+	int (*bind)(int fd, const struct sockaddr *addr, socklen_t len);
+	int (*listen)(int fd, int backlog);
+	int (*accept4)(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+	int (*connect)(int fd, const struct sockaddr *addr, socklen_t len);
+	int (*shutdown)(int fd, int how);
+	ssize_t (*recv)(int fd, void *buf, size_t len, int flags);
+	ssize_t (*send)(int fd, const void *buf, size_t len, int flags);
+	int (*getsockopt)(int fd, int level, int name, void *val, socklen_t *len);
+	int (*setsockopt)(int fd, int level, int name, const void *val, socklen_t len);
+	int (*getsockname)(int fd, struct sockaddr *addr, socklen_t *len);
+	int (*getpeername)(int fd, struct sockaddr *addr, socklen_t *len);
+	int (*fcntl)(int fd, int cmd, ...);
+	int (*poll)(struct pollfd *fds, nfds_t nfds, int timeout);
+	int (*epoll_create1)(int flags);
+	int (*epoll_ctl)(int epfd, int op, int fd, struct epoll_event *ev);
+	int (*epoll_wait)(int epfd, struct epoll_event *evs, int max, int timeout);
+};
+
+extern struct stk_sys stk_sys;
+
+/* Replace the table (called once by the preload at start-up). */
+void stk_sys_install(const struct stk_sys *real);
+
+#endif

@@ -1,0 +1,1 @@
+# tests/behav: owned by its issue; see README

@@ -1,0 +1,1 @@
+# tests of the reliability/RDM engine

@@ -1,0 +1,1 @@
+# tests/real: owned by its issue; see README

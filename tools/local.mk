@@ -1,0 +1,1 @@
+# tools: owned by its issue; see README
