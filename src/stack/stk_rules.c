@@ -305,6 +305,9 @@ static int parse_use(struct cursor *c, struct stk_rules *rules)
 		while (off < n) {
 			if (count == 2)
 				return fail(c, off, "expected end of statement after two endpoints");
+			if (count == 1 && !role_is_client(rule.role))
+				return fail(c, off, "%s takes one endpoint (the local address)",
+					    role_names[rule.role]);
 			size_t used = 0;
 			int ret = parse_endpoint(c, off, c->p + off, n - off, &ep[count], &used);
 			if (ret)
@@ -324,9 +327,6 @@ static int parse_use(struct cursor *c, struct stk_rules *rules)
 	endpoint_any(&rule.local);
 	endpoint_any(&rule.remote);
 	if (count == 2) {
-		if (!role_is_client(rule.role))
-			return fail(c, 0, "%s takes one endpoint (the local address)",
-				    role_names[rule.role]);
 		rule.local = ep[0];
 		rule.remote = ep[1];
 	} else if (role_is_client(rule.role)) {

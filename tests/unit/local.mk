@@ -1,1 +1,20 @@
-# unit tests (Check)
+# tests/unit: one Check suite per module, linked against the module itself.
+UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/tests/unit
+UNIT_LIBS = $(CHECK_LIBS)
+
+check_PROGRAMS += tests/unit/test_rules tests/unit/test_config tests/unit/test_fdtab
+TESTS += tests/unit/test_rules tests/unit/test_config tests/unit/test_fdtab
+
+tests_unit_test_rules_SOURCES = tests/unit/test_rules.c tests/unit/unit_main.c tests/unit/unit.h
+tests_unit_test_rules_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_rules_LDADD = src/stack/libstk.la $(UNIT_LIBS)
+
+tests_unit_test_config_SOURCES = tests/unit/test_config.c tests/unit/unit_main.c
+tests_unit_test_config_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_config_LDADD = src/stack/libstk.la $(UNIT_LIBS)
+
+# The fd table alone (not the wrappers: they would interpose the test itself).
+tests_unit_test_fdtab_SOURCES = tests/unit/test_fdtab.c tests/unit/unit_main.c \
+	src/preload/pl_fdtab.c
+tests_unit_test_fdtab_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_fdtab_LDADD = src/stack/libstk.la $(UNIT_LIBS) -lpthread
