@@ -1,1 +1,18 @@
-# tools: owned by its issue; see README
+# tools/: the fabsock launcher, its man page and the library's man page.
+#
+# The launcher is a shell script generated from tools/fabsock.in with the
+# configured paths substituted here (not by configure) so that
+# `make prefix=... install` and `make libdir=...` overrides take effect.
+bin_SCRIPTS += tools/fabsock
+CLEANFILES += tools/fabsock
+EXTRA_DIST += tools/fabsock.in
+dist_man_MANS += man/fabsock.1 man/fabsock.7
+
+tools/fabsock: $(top_srcdir)/tools/fabsock.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) tools && \
+	rm -f $@ $@.tmp && \
+	sed -e 's|@VERSION[@]|$(VERSION)|g' \
+	    -e 's|@libdir[@]|$(libdir)|g' \
+	    -e 's|@fiprovdir[@]|$(fiprovdir)|g' \
+	    $(top_srcdir)/tools/fabsock.in >$@.tmp && \
+	chmod +x $@.tmp && mv $@.tmp $@

@@ -1,1 +1,1 @@
-# tests/real: owned by its issue; see README
+# tests/real: real programs under the launcher (pass-through mode).

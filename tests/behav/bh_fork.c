@@ -1,0 +1,241 @@
+/* fork and daemon with inherited sockets: parent and child both use the
+ * same TCP connection, UDP socket and listener; the child opens sockets of
+ * its own; a socket closed in the child stays open in the parent; daemon()
+ * keeps inherited sockets usable in the daemonised grandchild. All child
+ * output goes through sockets back to the parent, so the transcript is
+ * written by one process only. */
+#include "config.h"
+#include "bh.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int child_status(pid_t pid)
+{
+	int st = 0;
+
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_fork_shared(void)
+{
+	int cfd, sfd, u1, u2, lfd, ep;
+	struct sockaddr_in ua, la;
+	socklen_t len = sizeof(ua);
+	char buf[64];
+	pid_t pid;
+
+	bh_say("-- fork: parent and child share sockets");
+	bh_tcp_pair(&cfd, &sfd, 0);
+	u1 = bh_udp_bound(0);
+	u2 = bh_udp_bound(0);
+	getsockname(u2, (struct sockaddr *)&ua, &len);
+	lfd = bh_listener(0);
+	len = sizeof(la);
+	getsockname(lfd, (struct sockaddr *)&la, &len);
+	ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 9 };
+	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		bh_ok("fork", pid);
+		return;
+	}
+	if (pid == 0) {
+		/* Child: talk on every inherited socket, then open and use
+		 * a connection of its own to the inherited listener. */
+		int fails = 0, c;
+		struct epoll_event got;
+
+		if (write(cfd, "from-child", 10) != 10)
+			fails |= 1;
+		if (bh_read_all(cfd, buf, 11) != 11 ||
+		    memcmp(buf, "from-parent", 11))
+			fails |= 2;
+		if (sendto(u1, "udp-child", 9, 0, (struct sockaddr *)&ua,
+			   sizeof(ua)) != 9)
+			fails |= 4;
+		c = socket(AF_INET, SOCK_STREAM, 0);
+		if (c < 0 || connect(c, (struct sockaddr *)&la, sizeof(la)) ||
+		    write(c, "new", 3) != 3)
+			fails |= 8;
+		/* The inherited epoll set sees the inherited socket. */
+		if (bh_read_all(cfd, buf, 4) != 4 || memcmp(buf, "ping", 4))
+			fails |= 16;
+		/* The inherited epoll set is the parent's too: nothing is
+		 * readable on sfd until the child answers. */
+		if (epoll_wait(ep, &got, 1, 0) != 0)
+			fails |= 64;
+		if (write(cfd, "ok", 2) != 2)
+			fails |= 32;
+		/* Closing inherited fds in the child must not close the
+		 * parent's sockets. */
+		close(sfd);
+		close(u2);
+		close(lfd);
+		close(c);
+		_exit(fails);
+	}
+	/* Parent. */
+	ssize_t n = bh_read_all(sfd, buf, 10);
+	bh_say("parent read child's bytes: %d", n == 10 &&
+	       !memcmp(buf, "from-child", 10));
+	BH_CHECK(n == 10 && !memcmp(buf, "from-child", 10));
+	bh_ok("parent write", write(sfd, "from-parent", 11));
+	bh_wait(u2, POLLIN, 5000);
+	n = recv(u2, buf, sizeof(buf), 0);
+	bh_say("parent got child's datagram: %d", n == 9 &&
+	       !memcmp(buf, "udp-child", 9));
+	BH_CHECK(n == 9);
+	int a = bh_okfd("parent accept child's connection",
+			accept(lfd, NULL, NULL));
+	n = bh_read_all(a, buf, 3);
+	bh_say("  bytes: %d", n == 3 && !memcmp(buf, "new", 3));
+	BH_CHECK(n == 3 && !memcmp(buf, "new", 3));
+	bh_ok("parent write ping", write(sfd, "ping", 4));
+	struct epoll_event got;
+	n = epoll_wait(ep, &got, 1, 5000);
+	bh_say("parent epoll sees the reply: %zd cookie %llu", n,
+	       (unsigned long long)got.data.u64);
+	BH_CHECK(n == 1 && got.data.u64 == 9);
+	n = bh_read_all(sfd, buf, 2);
+	BH_CHECK(n == 2 && !memcmp(buf, "ok", 2));
+	int st = child_status(pid);
+	bh_say("child exit status %d", st);
+	BH_CHECK(st == 0);
+	/* After the child closed its copies, the parent's still work. */
+	bh_ok("parent sendto after child exit",
+	      sendto(u1, "again", 5, 0, (struct sockaddr *)&ua, sizeof(ua)));
+	bh_wait(u2, POLLIN, 5000);
+	bh_ok("parent recv on u2 (closed in child)", recv(u2, buf, 64, 0));
+	bh_ok("parent write on tcp", write(cfd, "z", 1));
+	bh_ok("parent read on tcp", bh_read_all(sfd, buf, 1));
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	bh_ok("connect to listener (closed in child)",
+	      connect(c, (struct sockaddr *)&la, sizeof(la)));
+	int b = bh_okfd("accept", accept(lfd, NULL, NULL));
+	close(b);
+	close(c);
+	close(a);
+	close(cfd);
+	close(sfd);
+	close(u1);
+	close(u2);
+	close(lfd);
+	close(ep);
+}
+
+/* The child closes its copy of a connection: the parent's copy keeps it
+ * alive; when the parent closes too, the peer sees EOF. */
+static void test_fork_close_order(void)
+{
+	int cfd, sfd;
+	char c;
+	pid_t pid;
+
+	bh_say("-- fork: EOF only after both processes closed");
+	bh_tcp_pair(&cfd, &sfd, 0);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		close(cfd);
+		_exit(0);
+	}
+	int st = child_status(pid);
+	bh_say("child closed its copy and exited: %d", st);
+	bh_err("peer: no EOF while the parent holds it",
+	       recv(sfd, &c, 1, MSG_DONTWAIT), EAGAIN);
+	close(cfd);
+	bh_ok("peer: EOF after the parent closed", bh_read_all(sfd, &c, 1));
+	close(sfd);
+
+	/* Nested fork: the grandchild writes on the inherited socket. */
+	bh_tcp_pair(&cfd, &sfd, 0);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		pid_t g = fork();
+
+		if (g == 0)
+			_exit(write(cfd, "gc", 2) == 2 ? 0 : 1);
+		_exit(child_status(g));
+	}
+	char buf[2];
+	ssize_t n = bh_read_all(sfd, buf, 2);
+	bh_say("grandchild's bytes: %d, status %d", n == 2 &&
+	       !memcmp(buf, "gc", 2), child_status(pid));
+	BH_CHECK(n == 2);
+	close(cfd);
+	close(sfd);
+}
+
+static void test_daemon(void)
+{
+	int sv[2], cfd, sfd;
+	char buf[64];
+	pid_t pid;
+
+	bh_say("-- daemon with inherited sockets");
+	bh_tcp_pair(&cfd, &sfd, 0);
+	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		/* daemon(1, 1): keep cwd and stdio; the caller's process
+		 * exits, the daemon (a new session) continues. */
+		close(sv[0]);
+		if (daemon(1, 1) != 0)
+			_exit(2);
+		pid_t sid = getsid(0);
+		char msg[64];
+		int len = snprintf(msg, sizeof(msg), "daemon session-leader=%d",
+				   sid == getpid());
+		/* Report over the inherited AF_UNIX socket, echo over the
+		 * inherited TCP connection. */
+		if (write(sv[1], msg, (size_t)len) != len)
+			_exit(3);
+		if (bh_read_all(cfd, buf, 5) != 5 || write(cfd, buf, 5) != 5)
+			_exit(4);
+		close(sv[1]);
+		close(cfd);
+		_exit(0);
+	}
+	close(sv[1]);
+	close(cfd);
+	int st = child_status(pid);
+	bh_say("daemon()'s caller exited with %d", st);
+	BH_CHECK(st == 0);
+	bh_ok("write to the daemon over TCP", write(sfd, "hello", 5));
+	ssize_t n = bh_read_all(sfd, buf, 5);
+	bh_say("daemon echoed: %d", n == 5 && !memcmp(buf, "hello", 5));
+	BH_CHECK(n == 5 && !memcmp(buf, "hello", 5));
+	n = bh_read_all(sv[0], buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	bh_say("daemon says: %s", buf);
+	BH_CHECK(!strcmp(buf, "daemon session-leader=1"));
+	/* The daemon closed both: EOF on both. */
+	bh_ok("EOF from the daemon's TCP end", bh_read_all(sfd, buf, 1));
+	close(sv[0]);
+	close(sfd);
+}
+
+int main(void)
+{
+	bh_start("fork");
+	test_fork_shared();
+	test_fork_close_order();
+	test_daemon();
+	return bh_finish();
+}

@@ -1,0 +1,7 @@
+#!/bin/sh
+# Behaviour test: epoll create/ctl/wait/pwait/pwait2, EPOLLET, EPOLLONESHOT.
+# Runs bh_epoll on the kernel and under libfabsock; transcripts must match.
+. "${top_srcdir:?run from make check or set top_srcdir}/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/behav.sh"
+fsk_setup behav-epoll
+fsk_behav_compare bh_epoll

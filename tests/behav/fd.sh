@@ -1,0 +1,7 @@
+#!/bin/sh
+# Behaviour test: dup/dup2/dup3, fcntl/fcntl64, ioctl, close, high fd numbers.
+# Runs bh_fd on the kernel and under libfabsock; transcripts must match.
+. "${top_srcdir:?run from make check or set top_srcdir}/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/behav.sh"
+fsk_setup behav-fd
+fsk_behav_compare bh_fd

@@ -1,0 +1,7 @@
+#!/bin/sh
+# Behaviour test: poll, ppoll, select, pselect over mixed fds.
+# Runs bh_poll on the kernel and under libfabsock; transcripts must match.
+. "${top_srcdir:?run from make check or set top_srcdir}/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/behav.sh"
+fsk_setup behav-poll
+fsk_behav_compare bh_poll

@@ -1,0 +1,7 @@
+#!/bin/sh
+# Behaviour test: sendfile/sendfile64 into TCP and UDP.
+# Runs bh_sendfile on the kernel and under libfabsock; transcripts must match.
+. "${top_srcdir:?run from make check or set top_srcdir}/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/behav.sh"
+fsk_setup behav-sendfile
+fsk_behav_compare bh_sendfile

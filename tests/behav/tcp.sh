@@ -1,0 +1,7 @@
+#!/bin/sh
+# Behaviour test: blocking TCP: every data call, options, names, shutdown, bulk.
+# Runs bh_tcp on the kernel and under libfabsock; transcripts must match.
+. "${top_srcdir:?run from make check or set top_srcdir}/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/behav.sh"
+fsk_setup behav-tcp
+fsk_behav_compare bh_tcp

@@ -1,0 +1,7 @@
+#!/bin/sh
+# Behaviour test: socketpair and SCM_RIGHTS-passed sockets.
+# Runs bh_unix on the kernel and under libfabsock; transcripts must match.
+. "${top_srcdir:?run from make check or set top_srcdir}/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/behav.sh"
+fsk_setup behav-unix
+fsk_behav_compare bh_unix

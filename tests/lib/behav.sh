@@ -1,0 +1,69 @@
+# Behaviour comparison: run a test program on the kernel alone and under the
+# launcher (libfabsock preloaded, pass-through), and require the same
+# transcript on stdout, the same stderr and the same exit status.
+#
+#   . "$top_srcdir/tests/lib/common.sh"
+#   . "$top_srcdir/tests/lib/behav.sh"
+#   fsk_behav_compare bh_tcp
+#
+# The program must exist in $top_builddir/tests/behav and exit 0 on the
+# kernel (it checks its own results): a wrong answer on both sides is a
+# failure too. Both runs use a soft RLIMIT_NOFILE of 1024 (a common default,
+# and low enough that programs can test raising it). FSK_BEHAV_OPTS adds
+# launcher options to the preloaded run (FABSOCK_* in the environment reach
+# both runs, but only the preloaded one reads them).
+
+# fsk_behav_run OUTPREFIX CMD...: run with a 60 s bound, record outputs/status.
+fsk_behav_run() {
+	out=$1
+	shift
+	(
+		ulimit -S -n 1024 2>/dev/null
+		exec timeout -k 5 60 "$@"
+	) >"$out.out" 2>"$out.err"
+	echo $? >"$out.rc"
+}
+
+fsk_behav_compare() {
+	prog=$1
+	bin="$top_builddir/tests/behav/$prog"
+	[ -x "$bin" ] || fsk_fail "$bin not built (make check builds it)"
+	fsk_need_preload
+	log="$fsk_tmp/$prog.log"
+
+	fsk_behav_run "$fsk_tmp/kernel" "$bin"
+	# shellcheck disable=SC2086 # FSK_BEHAV_OPTS is a word list on purpose
+	fsk_behav_run "$fsk_tmp/preload" "$FSK_LAUNCHER" --log info \
+		--log-file "$log" ${FSK_BEHAV_OPTS:-} -- "$bin"
+
+	krc=$(cat "$fsk_tmp/kernel.rc")
+	prc=$(cat "$fsk_tmp/preload.rc")
+	status=0
+	if [ "$krc" != 0 ]; then
+		echo "--- kernel run of $prog failed (exit $krc); its transcript:"
+		cat "$fsk_tmp/kernel.out" "$fsk_tmp/kernel.err"
+		status=1
+	fi
+	if ! diff -u "$fsk_tmp/kernel.out" "$fsk_tmp/preload.out" >"$fsk_tmp/diff"; then
+		echo "--- $prog: transcript differs under the preload (- kernel, + libfabsock):"
+		cat "$fsk_tmp/diff"
+		status=1
+	fi
+	if ! diff -u "$fsk_tmp/kernel.err" "$fsk_tmp/preload.err" >"$fsk_tmp/diff"; then
+		echo "--- $prog: stderr differs under the preload (- kernel, + libfabsock):"
+		cat "$fsk_tmp/diff"
+		status=1
+	fi
+	if [ "$krc" != "$prc" ]; then
+		echo "--- $prog: exit status $krc on the kernel, $prc under libfabsock"
+		status=1
+	fi
+	fsk_assert_loaded "$log" "$prog"
+	if [ "$status" != 0 ]; then
+		echo "--- libfabsock log:"
+		cat "$log"
+		fsk_fail "$prog behaves differently under libfabsock"
+	fi
+	lines=$(wc -l <"$fsk_tmp/kernel.out")
+	echo "PASS: $prog: $lines transcript lines identical, exit $krc on both"
+}

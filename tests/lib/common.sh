@@ -1,0 +1,117 @@
+# Shared helpers for libfabsock's behaviour and real-program tests.
+# Source it from a test script (POSIX sh):
+#   . "${top_srcdir:?}/tests/lib/common.sh"
+#
+# Contract: automake's harness exports top_srcdir and top_builddir
+# (absolute); scripts run by hand may set them, else they are guessed from
+# the current directory (a build tree). Exit codes: 0 pass, 77 skip (with
+# the reason printed), anything else fail.
+#
+# Every process a test starts runs under `timeout`; every wait is a
+# bounded loop. fsk_cleanup (run from the EXIT trap) stops only the
+# processes this test started (their pids are recorded) and removes the
+# test's temporary directory.
+
+: "${top_builddir:=$(pwd)}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+export top_srcdir top_builddir
+
+FSK_LAUNCHER="$top_builddir/tools/fabsock"
+FSK_LIBRARY="$top_builddir/src/.libs/libfabsock.so"
+fsk_pids=""
+fsk_tmp=""
+
+fsk_skip() { echo "SKIP: $*"; exit 77; }
+fsk_fail() { echo "FAIL: $*" >&2; echo "FAIL: $*"; exit 1; }
+fsk_note() { echo "# $*"; }
+
+fsk_cleanup() {
+	for p in $fsk_pids; do
+		kill "$p" 2>/dev/null
+	done
+	for p in $fsk_pids; do
+		wait "$p" 2>/dev/null
+	done
+	fsk_pids=""
+	if [ -n "$fsk_tmp" ] && [ -d "$fsk_tmp" ] && [ "${FSK_KEEP_TMP:-0}" != 1 ]; then
+		rm -rf "$fsk_tmp"
+	fi
+}
+
+# fsk_setup NAME: a private temporary directory in $fsk_tmp, cleanup on exit.
+fsk_setup() {
+	fsk_tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsk-$1.XXXXXX") || fsk_fail "mktemp"
+	trap 'fsk_cleanup' EXIT
+	trap 'exit 130' INT TERM HUP
+}
+
+# fsk_need_preload: the launcher and the library must exist (the library is
+# built by `make all`; missing means the build is broken: fail, not skip).
+fsk_need_preload() {
+	[ -x "$FSK_LAUNCHER" ] || fsk_fail "launcher $FSK_LAUNCHER not built"
+	[ -f "$FSK_LIBRARY" ] || fsk_fail "library $FSK_LIBRARY not built"
+}
+
+# fsk_need_cmd CMD...: skip when a tool a test drives is not installed.
+fsk_need_cmd() {
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 ||
+			fsk_skip "$c not installed (apt-get install it; ./quickstart check does)"
+	done
+}
+
+# fsk_bg CMD...: start CMD in the background, record its pid.
+fsk_bg() {
+	"$@" &
+	fsk_pids="$fsk_pids $!"
+	fsk_last_pid=$!
+}
+
+# fsk_free_port: print a TCP port on 127.0.0.1 that is free right now.
+fsk_free_port() {
+	python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+# fsk_wait_listen PORT [TENTHS]: wait until something listens on
+# 127.0.0.1:PORT (TCP), at most TENTHS tenths of a second (default 100).
+fsk_wait_listen() {
+	i=0
+	while [ "$i" -lt "${2:-100}" ]; do
+		if ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; then
+			return 0
+		fi
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# fsk_wait_udp PORT [TENTHS]: same for a bound UDP socket.
+fsk_wait_udp() {
+	i=0
+	while [ "$i" -lt "${2:-100}" ]; do
+		if ss -Hlun "sport = :$1" 2>/dev/null | grep -q .; then
+			return 0
+		fi
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# fsk_assert_loaded LOGFILE [WHAT]: the library's start-up info line must
+# be in LOGFILE, proving the preload really ran in that process.
+fsk_assert_loaded() {
+	grep -Eq '^fabsock\[[0-9]+\]: info: libfabsock [^ ]+ active' "$1" 2>/dev/null ||
+		{
+			echo "--- $1:"
+			cat "$1" 2>/dev/null
+			fsk_fail "${2:-the program} ran without libfabsock (no 'active' info line in $1)"
+		}
+}
+
+# fsk_sha FILE: print the sha256 of FILE.
+fsk_sha() { sha256sum "$1" | cut -d' ' -f1; }
