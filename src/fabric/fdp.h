@@ -29,9 +29,11 @@
  *     its own fi_ops_msg/fi_ops_tagged functions with fdp_lock()).
  *   - cq->lock, eq->lock: leaves; fdp_cq_write() takes it internally.
  *   - port tx lock: a leaf taken inside fdp_tx_frame().
- *   - domain->lock: protects the domain's endpoint list; ordered before
- *     ep->lock.
- *   Order: domain->lock -> port rx lock -> ep->lock -> cq->lock / port tx lock.
+ *   - port ep lock (internal): the list of endpoints whose progress hook
+ *     runs; held while hooks run, ordered before ep->lock.
+ *   Order: port rx lock or port ep lock -> ep->lock -> cq->lock / port tx
+ *   lock. The framework never holds ep->lock while calling
+ *   fdp_domain_progress, and neither may an engine.
  *   Never call into the application (there are no callbacks) with a lock held.
  *   Counters are lock-free atomics.
  *
@@ -145,9 +147,7 @@ struct fdp_domain {
 	struct fi_info *info;           /* fi_dupinfo of the info it was opened with */
 	enum fi_threading threading;
 	atomic_int ref;                 /* avs, cqs, cntrs, mrs, eps open on it */
-	struct fdp_lock lock;
-	struct fdp_ep **eps;            /* protected by lock: endpoints to progress */
-	size_t ep_count, ep_cap;
+	struct fdp_lock lock;           /* reserved for domain-wide state */
 	atomic_uint_fast64_t next_mr_key;
 };
 
@@ -179,6 +179,7 @@ struct fdp_av {
 	void **old_arrays;              /* superseded entry arrays, freed at close */
 	size_t old_count;
 	atomic_int ref;                 /* eps bound */
+	struct fdp_eq *eq_hint;         /* bound EQ: inserts complete there */
 };
 
 /* Peer lookup for engines. 0 or -FI_EINVAL for an unknown/removed fi_addr. */
@@ -423,12 +424,6 @@ int fdp_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 		   uint64_t flags, struct fid_mr **mr) FDP_HIDDEN;
 int fdp_cq_trywait(struct fdp_cq *cq) FDP_HIDDEN;
 int fdp_cntr_trywait(struct fdp_cntr *cntr) FDP_HIDDEN;
-int fdp_domain_add_ep(struct fdp_domain *domain, struct fdp_ep *ep) FDP_HIDDEN;
-void fdp_domain_del_ep(struct fdp_domain *domain, struct fdp_ep *ep) FDP_HIDDEN;
-
-/* -FI_ENOSYS stubs with the right signatures for ops tables. */
-ssize_t fdp_no_recv(struct fid_ep *ep, void *buf, size_t len, void *desc,
-		    fi_addr_t src_addr, void *context) FDP_HIDDEN;
 
 /* Copy len bytes from an iov array into buf (at most buf_len);
  * returns bytes copied. */

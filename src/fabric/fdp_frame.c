@@ -1,4 +1,6 @@
 /* fdp_frame.c - bounds-checked frame parsing and header building. */
+#include "config.h"
+
 #include "fabric/fdp_frame.h"
 
 #include <arpa/inet.h>

@@ -3,6 +3,8 @@
  * fi_prov_ini runs in every libfabric program on the machine that scans the
  * provider directory, so it only defines and reads parameters: no EAL, no
  * device, no allocation beyond libfabric's own. */
+#include "config.h"
+
 #include "fabric/fdp.h"
 #include "fabric/fdp_eal.h"
 

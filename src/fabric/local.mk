@@ -13,10 +13,25 @@ src_fabric_libfdpcore_la_CFLAGS = $(AM_CFLAGS) -fPIC
 
 fiprov_LTLIBRARIES = src/fabric/libdpdk-fi.la
 src_fabric_libdpdk_fi_la_SOURCES = \
-	src/fabric/fdp_init.c \
-	src/fabric/fdp_stub.c \
+	src/fabric/fdp.h \
+	src/fabric/fdp_attr.c \
+	src/fabric/fdp_av.c \
+	src/fabric/fdp_cntr.c \
+	src/fabric/fdp_cq.c \
+	src/fabric/fdp_dgram.c \
+	src/fabric/fdp_domain.c \
+	src/fabric/fdp_eal.c \
 	src/fabric/fdp_eal.h \
-	src/fabric/fdp.h
+	src/fabric/fdp_enosys.c \
+	src/fabric/fdp_enosys.h \
+	src/fabric/fdp_ep.c \
+	src/fabric/fdp_eq.c \
+	src/fabric/fdp_fabric.c \
+	src/fabric/fdp_init.c \
+	src/fabric/fdp_port.c \
+	src/fabric/fdp_port.h \
+	src/fabric/fdp_progress.c \
+	src/fabric/fdp_util.c
 src_fabric_libdpdk_fi_la_CFLAGS = $(AM_CFLAGS) $(FABRIC_CFLAGS) $(DPDK_CFLAGS)
 src_fabric_libdpdk_fi_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-Wl,--version-script=$(top_srcdir)/src/fabric/fdp.map

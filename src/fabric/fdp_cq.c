@@ -1,0 +1,413 @@
+/* fdp_cq.c - completion queues: a growable ring of tagged entries, a list of
+ * error entries, and an optional eventfd armed by fi_trywait. */
+#include "config.h"
+
+#include "fabric/fdp.h"
+#include "fabric/fdp_port.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+
+#define CQ_DEFAULT_SIZE 1024
+#define SREAD_SPIN_NS (20ull * 1000)
+
+static size_t format_size(enum fi_cq_format f)
+{
+	switch (f) {
+	case FI_CQ_FORMAT_CONTEXT:
+		return sizeof(struct fi_cq_entry);
+	case FI_CQ_FORMAT_MSG:
+		return sizeof(struct fi_cq_msg_entry);
+	case FI_CQ_FORMAT_DATA:
+		return sizeof(struct fi_cq_data_entry);
+	case FI_CQ_FORMAT_TAGGED:
+		return sizeof(struct fi_cq_tagged_entry);
+	default:
+		return 0;
+	}
+}
+
+static void wake(int fd)
+{
+	uint64_t one = 1;
+	ssize_t n;
+
+	n = write(fd, &one, sizeof(one));
+	(void)n; /* a full eventfd counter is already a wake-up */
+}
+
+static void drain(int fd)
+{
+	uint64_t v;
+	ssize_t n;
+
+	n = read(fd, &v, sizeof(v));
+	(void)n;
+}
+
+/* cq->lock held; true if the reader must be woken */
+static bool disarm_locked(struct fdp_cq *cq)
+{
+	if (atomic_load_explicit(&cq->armed, memory_order_relaxed) &&
+	    atomic_exchange(&cq->armed, false)) {
+		fdp_port_waiter_del(cq->domain->port);
+		return true;
+	}
+	return false;
+}
+
+static bool ring_grow(struct fdp_cq *cq)
+{
+	size_t cap = cq->ring_cap * 2, i;
+	struct fdp_cq_slot *n = malloc(cap * sizeof(*n));
+
+	if (!n)
+		return false;
+	for (i = 0; i < cq->count; i++)
+		n[i] = cq->ring[(cq->head + i) % cq->ring_cap];
+	free(cq->ring);
+	cq->ring = n;
+	cq->ring_cap = cap;
+	cq->head = 0;
+	return true;
+}
+
+void fdp_cq_write(struct fdp_cq *cq, void *context, uint64_t flags, size_t len,
+		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	struct fdp_cq_slot *s;
+	bool wake_reader;
+
+	fdp_lock(&cq->lock);
+	if (cq->count == cq->ring_cap && !ring_grow(cq)) {
+		fdp_unlock(&cq->lock);
+		FDP_WARN(FI_LOG_CQ, "out of memory: completion lost\n");
+		return;
+	}
+	s = &cq->ring[(cq->head + cq->count) % cq->ring_cap];
+	s->e.op_context = context;
+	s->e.flags = flags;
+	s->e.len = len;
+	s->e.buf = buf;
+	s->e.data = data;
+	s->e.tag = tag;
+	s->src = src;
+	cq->count++;
+	wake_reader = disarm_locked(cq);
+	fdp_unlock(&cq->lock);
+	if (wake_reader)
+		wake(cq->wait_fd);
+}
+
+void fdp_cq_write_err(struct fdp_cq *cq, void *context, uint64_t flags, int err,
+		      int prov_errno, size_t len, void *buf, uint64_t data,
+		      uint64_t tag, size_t olen)
+{
+	struct fdp_cq_err_node *n = calloc(1, sizeof(*n));
+	bool wake_reader;
+
+	if (!n) {
+		FDP_WARN(FI_LOG_CQ, "out of memory: error completion lost\n");
+		return;
+	}
+	n->e.op_context = context;
+	n->e.flags = flags;
+	n->e.len = len;
+	n->e.buf = buf;
+	n->e.data = data;
+	n->e.tag = tag;
+	n->e.olen = olen;
+	n->e.err = err;
+	n->e.prov_errno = prov_errno;
+	fdp_lock(&cq->lock);
+	if (cq->err_tail)
+		cq->err_tail->next = n;
+	else
+		cq->err_head = n;
+	cq->err_tail = n;
+	wake_reader = disarm_locked(cq);
+	fdp_unlock(&cq->lock);
+	if (wake_reader)
+		wake(cq->wait_fd);
+}
+
+static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+			   fi_addr_t *src_addr)
+{
+	struct fdp_cq *cq = container_of(cq_fid, struct fdp_cq, cq_fid);
+	size_t i, n;
+	char *out = buf;
+
+	fdp_domain_progress(cq->domain);
+	fdp_lock(&cq->lock);
+	if (atomic_load_explicit(&cq->armed, memory_order_relaxed))
+		disarm_locked(cq);
+	n = cq->count < count ? cq->count : count;
+	for (i = 0; i < n; i++) {
+		struct fdp_cq_slot *s = &cq->ring[cq->head];
+
+		memcpy(out, &s->e, cq->entry_size);
+		out += cq->entry_size;
+		if (src_addr)
+			src_addr[i] = s->src;
+		cq->head = (cq->head + 1) % cq->ring_cap;
+	}
+	cq->count -= n;
+	if (n == 0 && cq->err_head) {
+		fdp_unlock(&cq->lock);
+		return -FI_EAVAIL;
+	}
+	fdp_unlock(&cq->lock);
+	return n ? (ssize_t)n : -FI_EAGAIN;
+}
+
+static ssize_t cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
+{
+	return cq_readfrom(cq_fid, buf, count, NULL);
+}
+
+static ssize_t cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
+			  uint64_t flags)
+{
+	struct fdp_cq *cq = container_of(cq_fid, struct fdp_cq, cq_fid);
+	struct fdp_cq_err_node *n;
+	void *err_data;
+
+	(void)flags;
+	fdp_lock(&cq->lock);
+	n = cq->err_head;
+	if (!n) {
+		fdp_unlock(&cq->lock);
+		return -FI_EAGAIN;
+	}
+	cq->err_head = n->next;
+	if (!cq->err_head)
+		cq->err_tail = NULL;
+	fdp_unlock(&cq->lock);
+	/* keep the caller's err_data buffer (API >= 1.5); we have none */
+	err_data = buf->err_data;
+	*buf = n->e;
+	buf->err_data = err_data;
+	buf->err_data_size = 0;
+	free(n);
+	return 1;
+}
+
+int fdp_cq_trywait(struct fdp_cq *cq)
+{
+	int ret = 0;
+
+	if (cq->wait_fd < 0)
+		return -FI_EINVAL;
+	fdp_domain_progress(cq->domain);
+	fdp_lock(&cq->lock);
+	if (cq->count || cq->err_head) {
+		ret = -FI_EAGAIN;
+	} else {
+		drain(cq->wait_fd);
+		if (!atomic_exchange(&cq->armed, true))
+			fdp_port_waiter_add(cq->domain->port);
+	}
+	fdp_unlock(&cq->lock);
+	return ret;
+}
+
+static ssize_t cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+			    fi_addr_t *src_addr, const void *cond, int timeout)
+{
+	struct fdp_cq *cq = container_of(cq_fid, struct fdp_cq, cq_fid);
+	uint64_t start = fdp_now_ns(), now, deadline;
+	ssize_t ret;
+
+	(void)cond;
+	deadline = timeout < 0 ? UINT64_MAX : start + (uint64_t)timeout * 1000000ull;
+	for (;;) {
+		ret = cq_readfrom(cq_fid, buf, count, src_addr);
+		if (ret != -FI_EAGAIN)
+			return ret;
+		now = fdp_now_ns();
+		if (now >= deadline)
+			return -FI_EAGAIN;
+		if (now - start < SREAD_SPIN_NS || cq->wait_fd < 0) {
+			sched_yield();
+			continue;
+		}
+		if (fdp_cq_trywait(cq) == 0) {
+			struct pollfd pfd = {.fd = cq->wait_fd, .events = POLLIN};
+			int ms = deadline == UINT64_MAX ? -1 :
+				 (int)((deadline - now + 999999) / 1000000);
+
+			if (poll(&pfd, 1, ms) < 0 && errno == EINTR)
+				return -FI_EINTR;
+		}
+	}
+}
+
+static ssize_t cq_sread(struct fid_cq *cq_fid, void *buf, size_t count,
+			const void *cond, int timeout)
+{
+	return cq_sreadfrom(cq_fid, buf, count, NULL, cond, timeout);
+}
+
+static int cq_signal(struct fid_cq *cq_fid)
+{
+	struct fdp_cq *cq = container_of(cq_fid, struct fdp_cq, cq_fid);
+
+	if (cq->wait_fd >= 0)
+		wake(cq->wait_fd);
+	return 0;
+}
+
+static const char *cq_strerror(struct fid_cq *cq_fid, int prov_errno,
+			       const void *err_data, char *buf, size_t len)
+{
+	const char *s = fi_strerror(prov_errno);
+
+	(void)cq_fid;
+	(void)err_data;
+	if (buf && len) {
+		strncpy(buf, s, len - 1);
+		buf[len - 1] = '\0';
+		return buf;
+	}
+	return s;
+}
+
+static int cq_close(struct fid *fid)
+{
+	struct fdp_cq *cq = container_of(fid, struct fdp_cq, cq_fid.fid);
+	struct fdp_cq_err_node *n;
+
+	if (atomic_load(&cq->ref))
+		return -FI_EBUSY;
+	if (atomic_exchange(&cq->armed, false))
+		fdp_port_waiter_del(cq->domain->port);
+	while ((n = cq->err_head)) {
+		cq->err_head = n->next;
+		free(n);
+	}
+	if (cq->wait_fd >= 0)
+		close(cq->wait_fd);
+	atomic_fetch_sub(&cq->domain->ref, 1);
+	fdp_lock_destroy(&cq->lock);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}
+
+static int cq_control(struct fid *fid, int command, void *arg)
+{
+	struct fdp_cq *cq = container_of(fid, struct fdp_cq, cq_fid.fid);
+
+	switch (command) {
+	case FI_GETWAIT:
+		if (cq->wait_fd < 0)
+			return -FI_ENODATA;
+		*(int *)arg = cq->wait_fd;
+		return 0;
+	case FI_GETWAITOBJ:
+		*(enum fi_wait_obj *)arg = cq->wait_fd >= 0 ? FI_WAIT_FD : FI_WAIT_NONE;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static int cq_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	(void)fid; (void)bfid; (void)flags;
+	return -FI_ENOSYS;
+}
+
+static int cq_ops_open(struct fid *fid, const char *name, uint64_t flags,
+		       void **ops, void *context)
+{
+	(void)fid; (void)name; (void)flags; (void)ops; (void)context;
+	return -FI_ENOSYS;
+}
+
+static const struct fi_ops cq_fid_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cq_close,
+	.bind = cq_bind,
+	.control = cq_control,
+	.ops_open = cq_ops_open,
+	.tostr = NULL,
+	.ops_set = NULL,
+};
+
+static const struct fi_ops_cq cq_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = cq_read,
+	.readfrom = cq_readfrom,
+	.readerr = cq_readerr,
+	.sread = cq_sread,
+	.sreadfrom = cq_sreadfrom,
+	.signal = cq_signal,
+	.strerror = cq_strerror,
+};
+
+int fdp_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
+		struct fid_cq **cq_fid, void *context)
+{
+	struct fdp_domain *domain = container_of(domain_fid, struct fdp_domain, domain_fid);
+	enum fi_cq_format format = attr->format;
+	struct fdp_cq *cq;
+
+	if (format == FI_CQ_FORMAT_UNSPEC)
+		format = FI_CQ_FORMAT_CONTEXT;
+	if (!format_size(format)) {
+		FDP_WARN(FI_LOG_CQ, "CQ format %d not supported (up to FI_CQ_FORMAT_TAGGED)\n",
+			 (int)attr->format);
+		return -FI_ENOSYS;
+	}
+	switch (attr->wait_obj) {
+	case FI_WAIT_NONE:
+	case FI_WAIT_UNSPEC:
+	case FI_WAIT_FD:
+	case FI_WAIT_YIELD:
+		break;
+	default:
+		FDP_WARN(FI_LOG_CQ, "CQ wait object %d not supported (FI_WAIT_FD is)\n",
+			 (int)attr->wait_obj);
+		return -FI_ENOSYS;
+	}
+	if (attr->flags & FI_AFFINITY)
+		return -FI_ENOSYS;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -FI_ENOMEM;
+	cq->ring_cap = attr->size ? attr->size : CQ_DEFAULT_SIZE;
+	cq->ring = calloc(cq->ring_cap, sizeof(*cq->ring));
+	if (!cq->ring) {
+		free(cq);
+		return -FI_ENOMEM;
+	}
+	cq->wait_fd = -1;
+	if (attr->wait_obj == FI_WAIT_FD || attr->wait_obj == FI_WAIT_UNSPEC) {
+		cq->wait_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (cq->wait_fd < 0) {
+			FDP_WARN(FI_LOG_CQ, "eventfd: %s\n", strerror(errno));
+			free(cq->ring);
+			free(cq);
+			return -FI_EMFILE;
+		}
+	}
+	cq->domain = domain;
+	cq->format = format;
+	cq->entry_size = format_size(format);
+	cq->wait_obj = attr->wait_obj;
+	fdp_lock_init(&cq->lock);
+	cq->cq_fid.fid.fclass = FI_CLASS_CQ;
+	cq->cq_fid.fid.context = context;
+	cq->cq_fid.fid.ops = (struct fi_ops *)&cq_fid_ops;
+	cq->cq_fid.ops = (struct fi_ops_cq *)&cq_ops;
+	atomic_fetch_add(&domain->ref, 1);
+	*cq_fid = &cq->cq_fid;
+	return 0;
+}

@@ -1,0 +1,324 @@
+/* fdp_eal.c - start DPDK's EAL once, lazily, inside someone else's process.
+ *
+ * The provider is loaded by every libfabric program that scans the provider
+ * directory, so nothing here runs before the first fi_fabric/fi_domain.
+ * rte_eal_init changes process-wide state the application owns: it narrows
+ * the calling thread's CPU affinity to the main lcore and installs signal
+ * handlers (e.g. for SIGBUS in memory setup). Both are snapshotted before and
+ * restored after. */
+#include "config.h"
+
+#include "fabric/fdp.h"
+#include "fabric/fdp_eal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/random.h>
+
+#include <rte_dev.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_log.h>
+
+#define FDP_EAL_MAX_ARGS 64
+
+static pthread_mutex_t eal_mutex = PTHREAD_MUTEX_INITIALIZER;
+static int eal_state;          /* 0 not tried, 1 running, <0 -FI_E* of the failure */
+static bool eal_ours;          /* we called rte_eal_init (so we clean it up) */
+static uint16_t eal_port_id;
+static FILE *eal_log_stream;
+
+/* DPDK log lines -> fi_log, at a level matching the message's. */
+static ssize_t log_write(void *cookie, const char *buf, size_t size)
+{
+	int lvl = rte_log_cur_msg_loglevel();
+	enum fi_log_level fl;
+	size_t n = size;
+
+	(void)cookie;
+	if (lvl <= (int)RTE_LOG_ERR)
+		fl = FI_LOG_WARN;
+	else if (lvl <= (int)RTE_LOG_INFO)
+		fl = FI_LOG_INFO;
+	else
+		fl = FI_LOG_DEBUG;
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	if (n && fi_log_enabled(&fdp_prov, fl, FI_LOG_CORE))
+		fi_log(&fdp_prov, fl, FI_LOG_CORE, "dpdk", 0, "%.*s\n", (int)n, buf);
+	return (ssize_t)size;
+}
+
+static bool hugepages_free(void)
+{
+	char buf[32];
+	long total = 0, freep = 0;
+	int fd;
+	ssize_t n;
+
+	fd = open("/proc/sys/vm/nr_hugepages", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	total = strtol(buf, NULL, 10);
+	if (total <= 0)
+		return false;
+	fd = open("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages",
+		  O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	freep = strtol(buf, NULL, 10);
+	return freep >= 32; /* 64 MB worth of 2 MB pages */
+}
+
+/* A vdev spec ("net_memif0,role=..."), else a PCI address to allow-list. */
+static bool device_is_vdev(const char *dev)
+{
+	return strncmp(dev, "net_", 4) == 0 || strncmp(dev, "eth_", 4) == 0 ||
+	       strncmp(dev, "crypto_", 7) == 0;
+}
+
+/* The port name DPDK gives the device: the devargs up to the first comma. */
+static void device_name(const char *dev, char *out, size_t cap)
+{
+	size_t n = strcspn(dev, ",");
+
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, dev, n);
+	out[n] = '\0';
+}
+
+struct eal_argv {
+	char *argv[FDP_EAL_MAX_ARGS + 1];
+	int argc;
+	char *extra;     /* strdup of FI_DPDK_EAL_ARGS, tokenised in place */
+};
+
+static int argv_add(struct eal_argv *a, const char *s)
+{
+	if (a->argc >= FDP_EAL_MAX_ARGS)
+		return -FI_EINVAL;
+	a->argv[a->argc] = strdup(s);
+	if (!a->argv[a->argc])
+		return -FI_ENOMEM;
+	a->argc++;
+	return 0;
+}
+
+static void argv_free(struct eal_argv *a)
+{
+	int i;
+
+	for (i = 0; i < a->argc; i++)
+		free(a->argv[i]);
+	a->argc = 0;
+}
+
+static int build_argv(struct eal_argv *a)
+{
+	char buf[512];
+	unsigned int rnd = 0;
+	int cpu, ret = 0;
+	char *tok, *save = NULL, *copy;
+
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
+		rnd = (unsigned int)fdp_now_ns();
+	cpu = sched_getcpu();
+	if (cpu < 0)
+		cpu = 0;
+	ret |= argv_add(a, "fdp");
+	/* one lcore: the CPU we run on now; DPDK starts no worker threads */
+	snprintf(buf, sizeof(buf), "-l%d", cpu);
+	ret |= argv_add(a, buf);
+	snprintf(buf, sizeof(buf), "--file-prefix=fdp%d-%08x", (int)getpid(), rnd);
+	ret |= argv_add(a, buf);
+	if (hugepages_free()) {
+		ret |= argv_add(a, "--in-memory");
+		ret |= argv_add(a, "-m128");
+	} else {
+		ret |= argv_add(a, "--no-huge");
+		ret |= argv_add(a, "-m64");
+	}
+	ret |= argv_add(a, "--no-telemetry");
+	ret |= argv_add(a, "--no-shconf");
+	if (device_is_vdev(fdp_params.device)) {
+		ret |= argv_add(a, "--no-pci");
+		snprintf(buf, sizeof(buf), "--vdev=%s", fdp_params.device);
+	} else {
+		snprintf(buf, sizeof(buf), "-a%s", fdp_params.device);
+	}
+	ret |= argv_add(a, buf);
+	if (fdp_params.eal_args) {
+		copy = strdup(fdp_params.eal_args);
+		if (!copy)
+			return -FI_ENOMEM;
+		for (tok = strtok_r(copy, " \t", &save); tok;
+		     tok = strtok_r(NULL, " \t", &save))
+			ret |= argv_add(a, tok);
+		free(copy);
+	}
+	if (ret) {
+		FDP_WARN(FI_LOG_CORE, "EAL arguments: too many (max %d) in FI_DPDK_EAL_ARGS\n",
+			 FDP_EAL_MAX_ARGS);
+		return -FI_EINVAL;
+	}
+	return 0;
+}
+
+static int find_port(void)
+{
+	char name[128];
+	uint16_t pid;
+
+	device_name(fdp_params.device, name, sizeof(name));
+	if (rte_eth_dev_get_port_by_name(name, &pid) != 0) {
+		FDP_WARN(FI_LOG_CORE,
+			 "FI_DPDK_DEVICE=%s: no DPDK port named %s after EAL start "
+			 "(driver not loaded? try FI_DPDK_EAL_ARGS=\"-d <pmd.so>\")\n",
+			 fdp_params.device, name);
+		return -FI_ENODEV;
+	}
+	eal_port_id = pid;
+	return 0;
+}
+
+static int eal_start_locked(void)
+{
+	struct eal_argv a = {.argc = 0};
+	struct sigaction *old_sa;
+	cpu_set_t cpus;
+	sigset_t mask;
+	bool have_cpus;
+	int ret, sig, err;
+	char *argv_copy[FDP_EAL_MAX_ARGS + 1];
+
+	if (!fdp_params.device) {
+		FDP_WARN(FI_LOG_CORE, "FI_DPDK_DEVICE is not set\n");
+		return -FI_ENODEV;
+	}
+	if (!fdp_params.ip_ok) {
+		FDP_WARN(FI_LOG_CORE, "FI_DPDK_IP is not set or invalid\n");
+		return -FI_EINVAL;
+	}
+	ret = build_argv(&a);
+	if (ret) {
+		argv_free(&a);
+		return ret;
+	}
+
+	old_sa = calloc(NSIG, sizeof(*old_sa));
+	if (!old_sa) {
+		argv_free(&a);
+		return -FI_ENOMEM;
+	}
+	for (sig = 1; sig < NSIG; sig++)
+		sigaction(sig, NULL, &old_sa[sig]);
+	pthread_sigmask(SIG_SETMASK, NULL, &mask);
+	have_cpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0;
+
+	if (!eal_log_stream) {
+		cookie_io_functions_t io = {.write = log_write};
+
+		eal_log_stream = fopencookie(NULL, "w", io);
+		if (eal_log_stream) {
+			setvbuf(eal_log_stream, NULL, _IOLBF, 0);
+			rte_openlog_stream(eal_log_stream);
+		}
+	}
+
+	/* rte_eal_init may permute argv; keep our pointers to free them */
+	memcpy(argv_copy, a.argv, sizeof(char *) * (size_t)a.argc);
+	argv_copy[a.argc] = NULL;
+	ret = rte_eal_init(a.argc, argv_copy);
+	err = rte_errno;
+
+	if (have_cpus)
+		sched_setaffinity(0, sizeof(cpus), &cpus);
+	pthread_sigmask(SIG_SETMASK, &mask, NULL);
+	for (sig = 1; sig < NSIG; sig++) {
+		struct sigaction now;
+
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		if (sigaction(sig, NULL, &now) == 0 &&
+		    (now.sa_handler != old_sa[sig].sa_handler ||
+		     now.sa_flags != old_sa[sig].sa_flags))
+			sigaction(sig, &old_sa[sig], NULL);
+	}
+	free(old_sa);
+
+	if (ret < 0 && err == EALREADY) {
+		/* The application runs DPDK itself: share its EAL and hot-plug
+		 * our device into it. */
+		FDP_INFO(FI_LOG_CORE, "EAL already running in this process; probing %s\n",
+			 fdp_params.device);
+		ret = rte_dev_probe(fdp_params.device);
+		argv_free(&a);
+		if (ret < 0 && ret != -EEXIST) {
+			FDP_WARN(FI_LOG_CORE, "FI_DPDK_DEVICE=%s: rte_dev_probe: %s\n",
+				 fdp_params.device, rte_strerror(-ret));
+			return -FI_ENODEV;
+		}
+		return find_port();
+	}
+	if (ret < 0) {
+		FDP_WARN(FI_LOG_CORE,
+			 "rte_eal_init failed (%s) for FI_DPDK_DEVICE=%s FI_DPDK_EAL_ARGS=%s\n",
+			 rte_strerror(err), fdp_params.device,
+			 fdp_params.eal_args ? fdp_params.eal_args : "");
+		argv_free(&a);
+		return err == EINVAL ? -FI_EINVAL : -FI_ENODEV;
+	}
+	argv_free(&a);
+	eal_ours = true;
+	return find_port();
+}
+
+int fdp_eal_start(void)
+{
+	int ret;
+
+	pthread_mutex_lock(&eal_mutex);
+	if (eal_state == 0) {
+		ret = eal_start_locked();
+		eal_state = ret ? ret : 1;
+	}
+	ret = eal_state > 0 ? 0 : eal_state;
+	pthread_mutex_unlock(&eal_mutex);
+	return ret;
+}
+
+uint16_t fdp_eal_port_id(void)
+{
+	return eal_port_id;
+}
+
+void fdp_eal_cleanup(void)
+{
+	pthread_mutex_lock(&eal_mutex);
+	if (eal_state > 0 && eal_ours) {
+		rte_eth_dev_stop(eal_port_id);
+		rte_eth_dev_close(eal_port_id);
+		rte_eal_cleanup();
+		/* a restarted EAL is not supported by DPDK: stay failed */
+		eal_state = -FI_ENODEV;
+	}
+	pthread_mutex_unlock(&eal_mutex);
+}
