@@ -67,9 +67,13 @@ fsk_bg() {
 	fsk_last_pid=$!
 }
 
+# Debian's interpreter when present (a pyenv or venv shim on PATH would put
+# an extra shell process under the preload).
+if [ -x /usr/bin/python3 ]; then FSK_PYTHON=/usr/bin/python3; else FSK_PYTHON=python3; fi
+
 # fsk_free_port: print a TCP port on 127.0.0.1 that is free right now.
 fsk_free_port() {
-	python3 -c 'import socket
+	"$FSK_PYTHON" -c 'import socket
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'

@@ -1,1 +1,6 @@
-# tests/real: real programs under the launcher (pass-through mode).
+# tests/real: real programs under the launcher in pass-through mode (curl and
+# python3 http.server, socat, sockperf). Each proves the preload was loaded
+# and checks the bytes; a missing tool is a SKIP with the reason.
+REAL_TESTS = tests/real/curl.sh tests/real/socat.sh tests/real/sockperf.sh
+TESTS += $(REAL_TESTS)
+EXTRA_DIST += $(REAL_TESTS)
