@@ -1,1 +1,8 @@
-# src/fabric reliability/RDM engine fragment (fdp_rel*, fdp_msg*, fdp_rdm*)
+# src/fabric reliability/RDM engine fragment (fdp_rel*, fdp_msg*, fdp_rdm*).
+# Pure-C engines (no DPDK): the reliability protocol and the message layer.
+src_fabric_libdpdk_fi_la_SOURCES += \
+	src/fabric/fdp_rel_proto.h \
+	src/fabric/fdp_rel.h \
+	src/fabric/fdp_rel.c \
+	src/fabric/fdp_msg.h \
+	src/fabric/fdp_msg.c

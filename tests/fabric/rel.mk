@@ -1,1 +1,19 @@
-# tests of the reliability/RDM engine
+# tests of the reliability/RDM engine. The unit tests compile the pure-C
+# engines directly (no DPDK, no EAL) and run them over a simulated lossy link.
+fdp_rel_unit_sources = \
+	src/fabric/fdp_rel.c \
+	src/fabric/fdp_msg.c \
+	tests/fabric/rel_sim.h \
+	tests/fabric/rel_sim.c
+fdp_rel_unit_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
+
+check_PROGRAMS += tests/fabric/test_rel tests/fabric/test_msg
+TESTS += tests/fabric/test_rel tests/fabric/test_msg
+
+tests_fabric_test_rel_SOURCES = tests/fabric/test_rel.c $(fdp_rel_unit_sources)
+tests_fabric_test_rel_CFLAGS = $(fdp_rel_unit_cflags)
+tests_fabric_test_rel_LDADD = $(CHECK_LIBS)
+
+tests_fabric_test_msg_SOURCES = tests/fabric/test_msg.c $(fdp_rel_unit_sources)
+tests_fabric_test_msg_CFLAGS = $(fdp_rel_unit_cflags)
+tests_fabric_test_msg_LDADD = $(CHECK_LIBS)
