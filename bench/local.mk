@@ -1,2 +1,16 @@
 # bench: benchmarks (not tests). Fragments per concern.
 include bench/fabric.mk
+
+# Pass-through overhead of the preload (bench/overhead.sh runs it with and
+# without libfabsock) and the demo (bench/demo.sh, ./quickstart demo).
+# `make bench` runs both; they are never part of `make check`.
+noinst_PROGRAMS += bench/overhead
+bench_overhead_SOURCES = bench/overhead.c
+EXTRA_DIST += bench/overhead.sh bench/demo.sh
+
+.PHONY: bench bench-overhead bench-demo
+bench: bench-overhead bench-demo
+bench-overhead: bench/overhead tools/fabsock src/libfabsock.la
+	$(SHELL) $(srcdir)/bench/overhead.sh $(abs_top_builddir)
+bench-demo: tools/fabsock src/libfabsock.la
+	$(SHELL) $(srcdir)/bench/demo.sh $(abs_top_builddir)
