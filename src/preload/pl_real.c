@@ -302,6 +302,13 @@ const struct pl_real pl_raw = {
 
 /* ---- resolution ---- */
 
+static void *lookup_next(const char *name)
+{
+	return dlsym(RTLD_NEXT, name);
+}
+
+void *(*pl_real_lookup)(const char *name) = lookup_next;
+
 static __thread int resolving __attribute__((tls_model("initial-exec")));
 static int resolved; /* atomic */
 
@@ -319,14 +326,14 @@ __attribute__((noreturn)) static void missing_symbol(const char *name)
 
 #define PL_RESOLVE_REQUIRED(ret, name, params, args) \
 	{ \
-		void *sym = dlsym(RTLD_NEXT, #name); \
+		void *sym = pl_real_lookup(#name); \
 		if (!sym) \
 			missing_symbol(#name); \
 		__atomic_store_n((void **)&pl_real.name, sym, __ATOMIC_RELEASE); \
 	}
 #define PL_RESOLVE_OPTIONAL(ret, name, params, args) \
 	{ \
-		void *sym = dlsym(RTLD_NEXT, #name); \
+		void *sym = pl_real_lookup(#name); \
 		__atomic_store_n((void **)&pl_real.name, sym ? sym : (void *)pl_raw.name, \
 				 __ATOMIC_RELEASE); \
 	}

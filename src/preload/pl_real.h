@@ -128,6 +128,10 @@ extern const struct pl_real pl_raw;
 /* Resolve every symbol (idempotent, thread-safe, re-entrancy-safe). */
 void pl_real_resolve(void);
 
+/* The lookup used by pl_real_resolve: dlsym(RTLD_NEXT, name). Replaceable by unit
+ * tests to simulate a lookup that re-enters the wrappers (an allocating dlsym). */
+extern void *(*pl_real_lookup)(const char *name);
+
 /* The function to call for `name`: resolved, or resolved now, or the raw fallback
  * when this thread is in the middle of resolving. One relaxed load when warm. */
 #define PL_REAL(name) \

@@ -18,3 +18,11 @@ tests_unit_test_fdtab_SOURCES = tests/unit/test_fdtab.c tests/unit/unit_main.c \
 	src/preload/pl_fdtab.c
 tests_unit_test_fdtab_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_fdtab_LDADD = src/stack/libstk.la $(UNIT_LIBS) -lpthread
+
+# The real-symbol table and its system-call fallbacks.
+check_PROGRAMS += tests/unit/test_real
+TESTS += tests/unit/test_real
+tests_unit_test_real_SOURCES = tests/unit/test_real.c tests/unit/unit_main.c \
+	src/preload/pl_real.c
+tests_unit_test_real_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_real_LDADD = $(UNIT_LIBS) -ldl
