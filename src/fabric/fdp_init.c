@@ -7,6 +7,7 @@
 
 #include "fabric/fdp.h"
 #include "fabric/fdp_eal.h"
+#include "fabric/fdp_port.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,6 +21,7 @@ struct fdp_params fdp_params = {
 
 static void fdp_cleanup(void)
 {
+	fdp_port_shutdown();
 	fdp_eal_cleanup();
 }
 

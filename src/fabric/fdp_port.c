@@ -15,8 +15,10 @@
 
 #include <arpa/inet.h>
 #include <endian.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_errno.h>
@@ -30,10 +32,16 @@
 #define RING_SIZE 1024
 #define ARP_SLOTS 256           /* power of two */
 #define ARP_TRIES 10
-#define ARP_RETRY_NS (100ull * 1000 * 1000)
+/* Requests are retried after 1, 2, 4 ... 256 ms: a request lost while a
+ * link comes up costs a millisecond, an absent peer about 0.5 s in all. */
+#define ARP_RETRY_FIRST_NS (1000ull * 1000)
 #define ARP_HOLDDOWN_NS (1000ull * 1000 * 1000)
 #define REORDER_HOLD_NS (1000ull * 1000)
 #define EPHEMERAL_FIRST 49152
+/* At cleanup, wait this long after the last transmitted frame: a peer on a
+ * shared-memory device (memif) loses what it has not yet polled when our
+ * side of the connection goes away with the process. */
+#define LINGER_NS (100ull * 1000 * 1000)
 
 enum arp_state { ARP_FREE = 0, ARP_PENDING, ARP_RESOLVED, ARP_FAILED };
 
@@ -69,6 +77,7 @@ struct fdp_port {
 	struct arp_entry arp[ARP_SLOTS];    /* tx_lock */
 	uint64_t rng;                       /* tx_lock: fault injection xorshift */
 	bool faults;
+	uint64_t last_tx_ns;                /* tx_lock */
 	struct rte_mbuf *held;              /* tx_lock: frame held back (reorder) */
 	uint64_t held_ns;
 
@@ -230,6 +239,52 @@ void fdp_port_put(struct fdp_port *port)
 	if (port->ref > 0)
 		port->ref--;
 	pthread_mutex_unlock(&port_mutex);
+}
+
+void fdp_port_shutdown(void)
+{
+	struct fdp_port *p;
+	uint64_t now;
+
+	pthread_mutex_lock(&port_mutex);
+	p = the_port;
+	the_port = NULL;
+	pthread_mutex_unlock(&port_mutex);
+	if (!p)
+		return;
+	/* the progress thread must not poll a device being torn down */
+	fdp_progress_stop(p);
+	now = fdp_now_ns();
+	if (p->last_tx_ns && now - p->last_tx_ns < LINGER_NS) {
+		struct timespec ts = {.tv_sec = 0,
+				      .tv_nsec = (long)(LINGER_NS - (now - p->last_tx_ns))};
+
+		nanosleep(&ts, NULL);
+	}
+	fdp_lock(&p->tx_lock);
+	if (p->held) {
+		rte_pktmbuf_free(p->held);
+		p->held = NULL;
+	}
+	fdp_unlock(&p->tx_lock);
+	FDP_INFO(FI_LOG_DOMAIN,
+		 "port stats: rx %" PRIu64 " tx %" PRIu64 " tx-full %" PRIu64
+		 " not-ours %" PRIu64 " no-ep %" PRIu64 " arp req/rep/rx %" PRIu64
+		 "/%" PRIu64 "/%" PRIu64 " injected drop/dup/reorder %" PRIu64
+		 "/%" PRIu64 "/%" PRIu64 "\n",
+		 p->stats.rx_frames, p->stats.tx_frames, p->stats.tx_full,
+		 p->stats.rx_not_ours, p->stats.rx_no_ep, p->stats.arp_req_tx,
+		 p->stats.arp_rep_tx, p->stats.arp_rx, p->stats.inj_drop,
+		 p->stats.inj_dup, p->stats.inj_reorder);
+	for (int i = 1; i < FDP_DROP__COUNT; i++)
+		if (p->stats.rx_drop[i])
+			FDP_INFO(FI_LOG_DOMAIN, "rx dropped (%s): %" PRIu64 "\n",
+				 fdp_drop_name(i), p->stats.rx_drop[i]);
+	/* mbufs, the pool and the device go with rte_eal_cleanup */
+	free(p->ep_by_port);
+	free(p->scratch);
+	free(p->hook_eps);
+	free(p);
 }
 
 size_t fdp_port_mtu(const struct fdp_port *port)
@@ -416,8 +471,8 @@ static const uint8_t *arp_resolve(struct fdp_port *p, uint32_t slot, int *err)
 			return NULL;
 		}
 		arp_request(p, e->ip);
+		e->next_ns = now + (ARP_RETRY_FIRST_NS << e->tries);
 		e->tries++;
-		e->next_ns = now + ARP_RETRY_NS;
 	}
 	*err = -FI_EAGAIN;
 	return NULL;
@@ -511,6 +566,7 @@ static int tx_mbuf(struct fdp_port *p, struct rte_mbuf *m)
 	}
 	sent = rte_eth_tx_burst(p->port_id, 0, burst, n);
 	p->stats.tx_frames += sent;
+	p->last_tx_ns = fdp_now_ns();
 	if (sent == 0) {
 		p->stats.tx_full++;
 		rte_pktmbuf_free_bulk(burst, n);

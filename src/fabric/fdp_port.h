@@ -13,6 +13,9 @@ int fdp_port_get(struct fdp_port **out) FDP_HIDDEN;
 void fdp_port_put(struct fdp_port *port) FDP_HIDDEN;
 /* IP MTU in effect (FI_DPDK_MTU capped by the device). */
 size_t fdp_port_mtu(const struct fdp_port *port) FDP_HIDDEN;
+/* Provider cleanup: stop the progress thread and forget the port (objects
+ * still open are the application's leak; libfabric calls this at exit). */
+void fdp_port_shutdown(void) FDP_HIDDEN;
 
 /* Claim a UDP port (network order; 0 = pick an ephemeral one, written back)
  * for ep so received frames reach it. -FI_EADDRINUSE if taken. */
