@@ -55,16 +55,18 @@ static void set_defaults(struct stk_config *cfg)
 	stk_rules_init(&cfg->rules);
 }
 
-/* One line naming the variable, what was expected and what was found. */
-__attribute__((format(printf, 2, 3)))
-static int bad_value(struct stk_config *cfg, const char *fmt, ...)
+/* One line naming the source (variable or file), the line and column of the
+ * culprit, and what was expected. Environment values are one line long. */
+__attribute__((format(printf, 4, 5)))
+static int bad_value(struct stk_config *cfg, const char *source, size_t column,
+		     const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	stk_log(STK_LOG_ERROR, "%s" DISABLED_SUFFIX, msg);
+	stk_log(STK_LOG_ERROR, "%s:1:%zu: %s" DISABLED_SUFFIX, source, column, msg);
 	cfg->enabled = false;
 	return -EINVAL;
 }
@@ -73,11 +75,14 @@ static int parse_rules_text(struct stk_config *cfg, const char *text, const char
 {
 	struct stk_parse_error err;
 	int ret = stk_rules_parse(&cfg->rules, text, source, &err);
-	if (ret == -EINVAL)
-		return bad_value(cfg, "%s:%u:%u: %s", err.source, err.line, err.column,
-				 err.message);
+	if (ret == -EINVAL) {
+		stk_log(STK_LOG_ERROR, "%s:%u:%u: %s" DISABLED_SUFFIX, err.source, err.line,
+			err.column, err.message);
+		cfg->enabled = false;
+		return ret;
+	}
 	if (ret)
-		return bad_value(cfg, "%s: out of memory parsing rules", source);
+		return bad_value(cfg, source, 1, "out of memory parsing rules");
 	return 0;
 }
 
@@ -85,18 +90,18 @@ static int load_rules_file(struct stk_config *cfg, const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return bad_value(cfg, "FABSOCK_CONFIG: cannot open '%s': %s", path,
+		return bad_value(cfg, "FABSOCK_CONFIG", 1, "cannot open '%s': %s", path,
 				 strerror(errno));
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CONFIG_FILE_MAX) {
 		stk_sys.close(fd);
-		return bad_value(cfg, "FABSOCK_CONFIG: '%s' is not a regular file under %u bytes",
+		return bad_value(cfg, "FABSOCK_CONFIG", 1, "'%s' is not a regular file under %u bytes",
 				 path, CONFIG_FILE_MAX);
 	}
 	char *text = malloc((size_t)st.st_size + 1);
 	if (!text) {
 		stk_sys.close(fd);
-		return bad_value(cfg, "FABSOCK_CONFIG: out of memory reading '%s'", path);
+		return bad_value(cfg, "FABSOCK_CONFIG", 1, "out of memory reading '%s'", path);
 	}
 	size_t got = 0;
 	while (got < (size_t)st.st_size) {
@@ -111,7 +116,7 @@ static int load_rules_file(struct stk_config *cfg, const char *path)
 	text[got] = '\0';
 	if (strlen(text) != got) {
 		free(text);
-		return bad_value(cfg, "FABSOCK_CONFIG: '%s' contains a NUL byte", path);
+		return bad_value(cfg, "FABSOCK_CONFIG", 1, "'%s' contains a NUL byte", path);
 	}
 	int ret = parse_rules_text(cfg, text, path);
 	free(text);
@@ -121,13 +126,12 @@ static int load_rules_file(struct stk_config *cfg, const char *path)
 static int parse_unsigned(struct stk_config *cfg, const char *name, const char *value,
 			  unsigned max, unsigned *out)
 {
-	char *end;
+	size_t digits = strspn(value, "0123456789");
+	if (digits == 0 || value[digits] != '\0')
+		return bad_value(cfg, name, digits + 1, "expected an unsigned integer, got '%s'",
+				 value);
 	errno = 0;
-	if (value[0] == '-' || value[0] == '\0')
-		return bad_value(cfg, "%s: expected an unsigned integer, got '%s'", name, value);
-	unsigned long long v = strtoull(value, &end, 10);
-	if (*end != '\0')
-		return bad_value(cfg, "%s: expected an unsigned integer, got '%s'", name, value);
+	unsigned long long v = strtoull(value, NULL, 10);
 	if (errno == ERANGE || v > max) {
 		stk_log(STK_LOG_WARN, "%s: %s is above the maximum, clamped to %u", name, value,
 			max);
@@ -142,23 +146,23 @@ static int parse_providers(struct stk_config *cfg, const char *name, const char 
 {
 	size_t len = strlen(value);
 	if (len == 0 || len >= sizeof(cfg->providers))
-		return bad_value(cfg, "%s: expected a comma-separated list of providers, got '%s'",
-				 name, value);
+		return bad_value(cfg, name, 1,
+				 "expected a comma-separated list of providers, got '%s'", value);
 	bool item_empty = true;
 	for (size_t i = 0; i <= len; i++) {
 		char ch = value[i];
 		if (ch == ',' || ch == '\0') {
 			if (item_empty)
-				return bad_value(cfg, "%s: empty provider name at column %zu in '%s'",
-						 name, i + 1, value);
+				return bad_value(cfg, name, i + 1, "empty provider name in '%s'",
+						 value);
 			item_empty = true;
 		} else if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
 			   ch == ';' || ch == '-') {
 			item_empty = false;
 		} else {
-			return bad_value(cfg, "%s: unexpected '%c' at column %zu in '%s' "
-					 "(expected provider names like shm,dpdk,tcp)",
-					 name, ch, i + 1, value);
+			return bad_value(cfg, name, i + 1,
+					 "unexpected '%c' in '%s' (expected provider names like "
+					 "shm,dpdk,tcp)", ch, value);
 		}
 	}
 	memcpy(cfg->providers, value, len + 1);
@@ -173,18 +177,18 @@ static int load_env(struct stk_config *cfg, stk_getenv_fn env)
 	if ((v = env("FABSOCK_LOG"))) {
 		int level = stk_log_level_parse(v);
 		if (level < 0)
-			return bad_value(cfg, "FABSOCK_LOG: expected error|warn|info|debug, got '%s'",
-					 v);
+			return bad_value(cfg, "FABSOCK_LOG", 1,
+					 "expected error|warn|info|debug, got '%s'", v);
 		cfg->log_level = level;
 		stk_log_level = level;
 	}
 	if ((v = env("FABSOCK_LOG_FILE")) && v[0]) {
 		if (strlen(v) >= sizeof(cfg->log_file))
-			return bad_value(cfg, "FABSOCK_LOG_FILE: path longer than %zu bytes",
-					 sizeof(cfg->log_file) - 1);
+			return bad_value(cfg, "FABSOCK_LOG_FILE", sizeof(cfg->log_file),
+					 "path longer than %zu bytes", sizeof(cfg->log_file) - 1);
 		int fd = open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (fd < 0)
-			return bad_value(cfg, "FABSOCK_LOG_FILE: cannot open '%s': %s", v,
+			return bad_value(cfg, "FABSOCK_LOG_FILE", 1, "cannot open '%s': %s", v,
 					 strerror(errno));
 		stk_log_set_fd(fd);
 		snprintf(cfg->log_file, sizeof(cfg->log_file), "%s", v);
@@ -195,9 +199,8 @@ static int load_env(struct stk_config *cfg, stk_getenv_fn env)
 			if (strcmp(v, profiles[i].name) == 0)
 				break;
 		if (i == PROFILE_COUNT)
-			return bad_value(cfg,
-					 "FABSOCK_PROFILE: expected latency|throughput|balanced, got '%s'",
-					 v);
+			return bad_value(cfg, "FABSOCK_PROFILE", 1,
+					 "expected latency|throughput|balanced, got '%s'", v);
 		apply_profile(cfg, i);
 	}
 	if ((v = env("FABSOCK_SPIN_US")) &&
@@ -210,8 +213,8 @@ static int load_env(struct stk_config *cfg, stk_getenv_fn env)
 		return ret;
 	if ((v = env("FABSOCK_APPLICATION_ID"))) {
 		if (strlen(v) >= sizeof(cfg->application_id))
-			return bad_value(cfg, "FABSOCK_APPLICATION_ID: longer than %zu characters",
-					 sizeof(cfg->application_id) - 1);
+			return bad_value(cfg, "FABSOCK_APPLICATION_ID", sizeof(cfg->application_id),
+					 "longer than %zu characters", sizeof(cfg->application_id) - 1);
 		snprintf(cfg->application_id, sizeof(cfg->application_id), "%s", v);
 	}
 	if ((v = env("FABSOCK_RULES")) && (ret = parse_rules_text(cfg, v, "FABSOCK_RULES")))
@@ -224,14 +227,15 @@ static int load_env(struct stk_config *cfg, stk_getenv_fn env)
 	if ((v = env("FABSOCK_DEFAULT"))) {
 		int action = stk_action_parse(v, strlen(v));
 		if (action < 0)
-			return bad_value(cfg, "FABSOCK_DEFAULT: expected accel|kernel, got '%s'", v);
+			return bad_value(cfg, "FABSOCK_DEFAULT", 1, "expected accel|kernel, got '%s'",
+					 v);
 		cfg->default_action = action;
 	}
 	if ((v = env("FABSOCK_DISABLE"))) {
 		if (strcmp(v, "1") == 0)
 			cfg->enabled = false;
 		else if (strcmp(v, "0") != 0)
-			return bad_value(cfg, "FABSOCK_DISABLE: expected 0 or 1, got '%s'", v);
+			return bad_value(cfg, "FABSOCK_DISABLE", 1, "expected 0 or 1, got '%s'", v);
 	}
 	return 0;
 }

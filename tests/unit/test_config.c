@@ -182,21 +182,21 @@ END_TEST
 static const struct {
 	const char *name, *value, *expect;
 } bad_env[] = {
-	{ "FABSOCK_LOG", "loud", "FABSOCK_LOG: expected error|warn|info|debug, got 'loud'" },
-	{ "FABSOCK_PROFILE", "fast", "FABSOCK_PROFILE: expected latency|throughput|balanced" },
-	{ "FABSOCK_SPIN_US", "12us", "FABSOCK_SPIN_US: expected an unsigned integer, got '12us'" },
-	{ "FABSOCK_SPIN_US", "-1", "FABSOCK_SPIN_US: expected an unsigned integer" },
-	{ "FABSOCK_SPIN_US", "", "FABSOCK_SPIN_US: expected an unsigned integer" },
-	{ "FABSOCK_PROVIDERS", "shm,,tcp", "FABSOCK_PROVIDERS: empty provider name at column 5" },
-	{ "FABSOCK_PROVIDERS", "shm tcp", "FABSOCK_PROVIDERS: unexpected ' ' at column 4" },
-	{ "FABSOCK_DEFAULT", "maybe", "FABSOCK_DEFAULT: expected accel|kernel, got 'maybe'" },
-	{ "FABSOCK_DISABLE", "yes", "FABSOCK_DISABLE: expected 0 or 1" },
+	{ "FABSOCK_LOG", "loud", "FABSOCK_LOG:1:1: expected error|warn|info|debug, got 'loud'" },
+	{ "FABSOCK_PROFILE", "fast", "FABSOCK_PROFILE:1:1: expected latency|throughput|balanced" },
+	{ "FABSOCK_SPIN_US", "12us", "FABSOCK_SPIN_US:1:3: expected an unsigned integer, got '12us'" },
+	{ "FABSOCK_SPIN_US", "-1", "FABSOCK_SPIN_US:1:1: expected an unsigned integer" },
+	{ "FABSOCK_SPIN_US", "", "FABSOCK_SPIN_US:1:1: expected an unsigned integer" },
+	{ "FABSOCK_PROVIDERS", "shm,,tcp", "FABSOCK_PROVIDERS:1:5: empty provider name" },
+	{ "FABSOCK_PROVIDERS", "shm tcp", "FABSOCK_PROVIDERS:1:4: unexpected ' '" },
+	{ "FABSOCK_DEFAULT", "maybe", "FABSOCK_DEFAULT:1:1: expected accel|kernel, got 'maybe'" },
+	{ "FABSOCK_DISABLE", "yes", "FABSOCK_DISABLE:1:1: expected 0 or 1" },
 	{ "FABSOCK_RULES", "use os tcp_server *:1;use os bogus *:1",
 	  "FABSOCK_RULES:1:30: expected tcp_server|" },
 	{ "FABSOCK_CONFIG", "/nonexistent/fsk.conf",
-	  "FABSOCK_CONFIG: cannot open '/nonexistent/fsk.conf': No such file or directory" },
-	{ "FABSOCK_CONFIG", "/tmp", "FABSOCK_CONFIG: '/tmp' is not a regular file" },
-	{ "FABSOCK_LOG_FILE", "/nonexistent/log", "FABSOCK_LOG_FILE: cannot open" },
+	  "FABSOCK_CONFIG:1:1: cannot open '/nonexistent/fsk.conf': No such file or directory" },
+	{ "FABSOCK_CONFIG", "/tmp", "FABSOCK_CONFIG:1:1: '/tmp' is not a regular file" },
+	{ "FABSOCK_LOG_FILE", "/nonexistent/log", "FABSOCK_LOG_FILE:1:1: cannot open" },
 };
 
 START_TEST(test_bad_values_disable)
