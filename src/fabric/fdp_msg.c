@@ -231,7 +231,9 @@ static void push(struct fdp_msg_ep *m, struct fdp_msg_peer *peer)
 			tx->next = NULL;
 			cookie = (uint64_t)(uintptr_t)tx;
 		}
-		fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, uflags, cookie, m->now_ns);
+		/* the sender waits for the last frame's ack: ask for it now */
+		fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, uflags, cookie, cookie != 0,
+				  m->now_ns);
 	}
 }
 
@@ -289,8 +291,7 @@ int fdp_msg_inject(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const struct
 		   size_t count, uint8_t op, uint64_t tag, bool has_data, uint64_t data,
 		   uint64_t now_ns)
 {
-	uint8_t *buf;
-	size_t len, idx = 0, off = 0;
+	size_t len, idx = 0, off = 0, fp = m->cfg.rel.frame_payload, nframes, done = 0;
 	int ret = check_op(iov, count, op);
 
 	if (ret)
@@ -298,16 +299,26 @@ int fdp_msg_inject(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const struct
 	len = iov_total(iov, count);
 	if (len > fdp_msg_inject_max(m))
 		return -FI_EMSGSIZE;
-	if (peer->txq_head)
-		return -FI_EAGAIN; /* earlier sends first: send-after-send order */
-	buf = fdp_rel_tx_reserve(&m->rel, &peer->rel);
-	if (!buf)
-		return -FI_EAGAIN;
-	encode_hdr(buf, op, has_data ? FDP_MSG_HF_DATA : 0, len, tag, has_data ? data : 0);
-	iov_read(iov, count, &idx, &off, buf + FDP_MSG_HDR_LEN, len);
+	nframes = (FDP_MSG_HDR_LEN + len + fp - 1) / fp;
+	if (peer->txq_head || fdp_rel_tx_space(&m->rel, &peer->rel) < nframes)
+		return -FI_EAGAIN; /* earlier sends first (send-after-send order), or no room */
 	m->now_ns = now_ns;
-	fdp_rel_tx_commit(&m->rel, &peer->rel, FDP_MSG_HDR_LEN + len, FDP_REL_UF_FIRST,
-			  COOKIE_INJECT, now_ns);
+	for (size_t f = 0; f < nframes; f++) {
+		uint8_t *buf = fdp_rel_tx_reserve(&m->rel, &peer->rel);
+		size_t hl = f == 0 ? FDP_MSG_HDR_LEN : 0;
+		size_t n = fp - hl;
+
+		if (n > len - done)
+			n = len - done;
+		if (f == 0)
+			encode_hdr(buf, op, has_data ? FDP_MSG_HF_DATA : 0, len, tag,
+				   has_data ? data : 0);
+		iov_read(iov, count, &idx, &off, buf + hl, n);
+		done += n;
+		/* nobody waits for an inject: its ack may ride on later traffic */
+		fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, f == 0 ? FDP_REL_UF_FIRST : 0,
+				  f + 1 == nframes ? COOKIE_INJECT : 0, false, now_ns);
+	}
 	return 0;
 }
 
@@ -645,6 +656,7 @@ void fdp_msg_cfg_default(struct fdp_msg_cfg *cfg)
 	cfg->ux_max_entries = 1024;
 	cfg->tx_ops = 1024;
 	cfg->rx_ops = 1024;
+	cfg->inject_max = 4096;
 	fdp_rel_cfg_default(&cfg->rel);
 }
 
@@ -657,7 +669,8 @@ int fdp_msg_init(struct fdp_msg_ep *m, const struct fdp_msg_cfg *cfg,
 		return -FI_EINVAL;
 	if (cfg->max_msg_size == 0 || cfg->max_msg_size > (1u << 31) || cfg->tx_ops == 0 ||
 	    cfg->rx_ops == 0 || cfg->ux_max_entries == 0 || cfg->ux_max_bytes < cfg->max_msg_size ||
-	    cfg->rel.frame_payload <= FDP_MSG_HDR_LEN)
+	    cfg->rel.frame_payload <= FDP_MSG_HDR_LEN || cfg->inject_max > cfg->max_msg_size ||
+	    (FDP_MSG_HDR_LEN + cfg->inject_max) / cfg->rel.frame_payload + 1 > cfg->rel.window)
 		return -FI_EINVAL;
 	memset(m, 0, sizeof(*m));
 	ret = fdp_rel_init(&m->rel, &cfg->rel, &msg_rel_ops, m);

@@ -63,6 +63,7 @@ struct fdp_msg_cfg {
 	uint32_t ux_max_entries; /* unexpected-queue bound in messages (1024) */
 	uint32_t tx_ops;         /* send descriptors (1024): sends beyond get -FI_EAGAIN */
 	uint32_t rx_ops;         /* posted-receive descriptors (1024) */
+	size_t inject_max;       /* largest inject (4096); may span frames */
 	struct fdp_rel_cfg rel;  /* reliability parameters */
 };
 
@@ -192,10 +193,10 @@ void fdp_msg_fini(struct fdp_msg_ep *m);
 int fdp_msg_peer_init(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, fi_addr_t addr);
 void fdp_msg_peer_fini(struct fdp_msg_ep *m, struct fdp_msg_peer *peer);
 
-/* Largest inject payload (one frame). */
+/* Largest inject payload. */
 static inline size_t fdp_msg_inject_max(const struct fdp_msg_ep *m)
 {
-	return m->cfg.rel.frame_payload - FDP_MSG_HDR_LEN;
+	return m->cfg.inject_max;
 }
 
 /* Post a send of iov to peer. op: FDP_MSG_OP_MSG or _TAGGED. 0, -FI_EAGAIN
@@ -204,9 +205,10 @@ int fdp_msg_send(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const struct i
 		 size_t count, uint8_t op, uint64_t tag, bool has_data, uint64_t data,
 		 void *context, uint64_t flags, uint64_t now_ns);
 
-/* Send a copy of iov (at most fdp_msg_inject_max bytes) with no send_done.
- * -FI_EAGAIN when it cannot leave at once (window full, earlier sends to the
- * peer still queued: order is kept). */
+/* Send a copy of iov (at most fdp_msg_inject_max bytes, copied straight
+ * into the send window, several frames if needed) with no send_done; the
+ * buffer is reusable on return. -FI_EAGAIN when it cannot leave at once
+ * (window too full, earlier sends to the peer still queued: order is kept). */
 int fdp_msg_inject(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const struct iovec *iov,
 		   size_t count, uint8_t op, uint64_t tag, bool has_data, uint64_t data,
 		   uint64_t now_ns);

@@ -26,6 +26,7 @@ enum txslot_state {
 	TX_SACKED = 1u << 0, /* selectively acked: never retransmit */
 	TX_RETX = 1u << 1,   /* retransmitted at least once: no RTT sample (Karn) */
 	TX_FR = 1u << 2,     /* fast-retransmitted since the last timeout */
+	TX_ACKREQ = 1u << 3, /* ask for an immediate ack */
 };
 
 /* Out-of-order receive slot: payload in peer->rx_data at the same index. */
@@ -203,7 +204,7 @@ static int xmit_slot(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t seq, 
 
 	/* A retransmission or a full window: the receiver's state is what we
 	 * wait for, so ask for it at once instead of after its ack delay. */
-	if (retx || p->snd_nxt - p->snd_una >= rel->cfg.window)
+	if (retx || (s->state & TX_ACKREQ) || p->snd_nxt - p->snd_una >= rel->cfg.window)
 		flags |= FDP_REL_F_ACKREQ;
 	ret = send_frame(rel, p, FDP_REL_T_DATA, seq, s->uflags, flags,
 			 p->tx_data + (size_t)(seq & rel->mask) * rel->cfg.frame_payload, s->len);
@@ -229,7 +230,7 @@ void *fdp_rel_tx_reserve(struct fdp_rel *rel, struct fdp_rel_peer *p)
 }
 
 void fdp_rel_tx_commit(struct fdp_rel *rel, struct fdp_rel_peer *p, size_t len, uint8_t uflags,
-		       uint64_t cookie, uint64_t now_ns)
+		       uint64_t cookie, bool ack_req, uint64_t now_ns)
 {
 	uint32_t seq = p->snd_nxt;
 	struct fdp_rel_txslot *s = &p->tx[seq & rel->mask];
@@ -239,7 +240,7 @@ void fdp_rel_tx_commit(struct fdp_rel *rel, struct fdp_rel_peer *p, size_t len, 
 	s->last_tx_ns = 0;
 	s->len = (uint16_t)len;
 	s->uflags = uflags;
-	s->state = 0;
+	s->state = ack_req ? TX_ACKREQ : 0;
 	p->snd_nxt = seq + 1;
 	p->unreachable = false;
 	if (p->snd_una == seq) {

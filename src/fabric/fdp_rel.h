@@ -194,9 +194,12 @@ static inline uint32_t fdp_rel_tx_space(const struct fdp_rel *rel, const struct 
 void *fdp_rel_tx_reserve(struct fdp_rel *rel, struct fdp_rel_peer *peer);
 
 /* Send the reserved frame with len payload bytes. cookie != 0 is reported
- * through ops->complete when the frame is acknowledged (or abandoned). */
+ * through ops->complete when the frame is acknowledged (or abandoned).
+ * ack_req asks the receiver to acknowledge at once rather than after its
+ * ack delay: set it when someone waits for this frame's completion (the
+ * receiver may stop driving progress right after it got the frame). */
 void fdp_rel_tx_commit(struct fdp_rel *rel, struct fdp_rel_peer *peer, size_t len,
-		       uint8_t uflags, uint64_t cookie, uint64_t now_ns);
+		       uint8_t uflags, uint64_t cookie, bool ack_req, uint64_t now_ns);
 
 /* Check a received frame's header without touching any peer: 0 when it is
  * well-formed (version, type, lengths), else a negative value and the

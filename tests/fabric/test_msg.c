@@ -356,6 +356,29 @@ START_TEST(test_inject)
 		ck_assert_int_eq(r[i], 0xAB);
 	ck_assert_int_eq(g_ntx, 0); /* no send completion */
 	ck_assert_int_eq(g_inject_done, 1);
+	/* a multi-frame inject */
+	{
+		uint8_t *in = malloc(max), *out = calloc(1, max);
+		ck_assert_ptr_nonnull(in);
+		ck_assert_ptr_nonnull(out);
+		for (size_t i = 0; i < max; i++)
+			in[i] = (uint8_t)(i * 13);
+		ck_assert_uint_gt(max, s->nodes[0].m.cfg.rel.frame_payload);
+		trecv(s, 1, out, max, FI_ADDR_UNSPEC, false, 0, 0, CTX(2));
+		iov = (struct iovec){ in, max };
+		ck_assert_int_eq(fdp_msg_inject(&s->nodes[0].m, &s->nodes[0].peers[1], &iov, 1,
+						FDP_MSG_OP_MSG, 0, false, 0, s->now),
+				 0);
+		memset(in, 0, max);
+		idle(s);
+		ck_assert_int_eq(g_nrx, 2);
+		ck_assert_uint_eq(g_rx[1].info.len, max);
+		for (size_t i = 0; i < max; i++)
+			ck_assert_int_eq(out[i], (uint8_t)(i * 13));
+		ck_assert_int_eq(g_inject_done, 2);
+		free(in);
+		free(out);
+	}
 	/* too large */
 	iov = (struct iovec){ huge, max + 1 };
 	ck_assert_int_eq(fdp_msg_inject(&s->nodes[0].m, &s->nodes[0].peers[1], &iov, 1,
