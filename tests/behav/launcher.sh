@@ -133,7 +133,7 @@ lib=$(sed -n "s/^export LD_PRELOAD='\(.*\)'$/\1/p" "$T/env" | tr ':' '\n' | tail
 ok "--env"
 
 # ---- a sanitizer build: the runtimes come first, found by ldd
-if [ "${FSK_SANITIZERS:-no}" = yes ]; then
+if [ -n "$(fsk_asan_runtime)" ]; then
 	pre=$(timeout 10 "$L" --env | sed -n "s/^export LD_PRELOAD='\(.*\)'$/\1/p")
 	case $pre in
 	*libasan.so*libfabsock.so) ;;

@@ -5,3 +5,7 @@
 . "$top_srcdir/tests/lib/behav.sh"
 fsk_setup behav-tcp
 fsk_behav_compare bh_tcp
+# The same with every socket sent to the kernel by policy, and with debug
+# logging (a log line per socket) on: neither may change what the app sees.
+fsk_behav_compare bh_tcp --default kernel
+fsk_behav_compare bh_tcp --log debug

@@ -4,14 +4,14 @@
 #
 #   . "$top_srcdir/tests/lib/common.sh"
 #   . "$top_srcdir/tests/lib/behav.sh"
-#   fsk_behav_compare bh_tcp
+#   fsk_behav_compare bh_tcp [launcher options...]
 #
 # The program must exist in $top_builddir/tests/behav and exit 0 on the
 # kernel (it checks its own results): a wrong answer on both sides is a
 # failure too. Both runs use a soft RLIMIT_NOFILE of 1024 (a common default,
-# and low enough that programs can test raising it). FSK_BEHAV_OPTS adds
-# launcher options to the preloaded run (FABSOCK_* in the environment reach
-# both runs, but only the preloaded one reads them).
+# and low enough that programs can test raising it). Launcher options after
+# the program name (e.g. --default kernel, --log debug) apply to the
+# preloaded run; they come after --log info, so they win.
 
 # fsk_behav_run OUTPREFIX CMD...: run with a 60 s bound, record outputs/status.
 fsk_behav_run() {
@@ -26,15 +26,16 @@ fsk_behav_run() {
 
 fsk_behav_compare() {
 	prog=$1
+	shift
 	bin="$top_builddir/tests/behav/$prog"
 	[ -x "$bin" ] || fsk_fail "$bin not built (make check builds it)"
 	fsk_need_preload
 	log="$fsk_tmp/$prog.log"
 
 	fsk_behav_run "$fsk_tmp/kernel" "$bin"
-	# shellcheck disable=SC2086 # FSK_BEHAV_OPTS is a word list on purpose
+	rm -f "$log"
 	fsk_behav_run "$fsk_tmp/preload" "$FSK_LAUNCHER" --log info \
-		--log-file "$log" ${FSK_BEHAV_OPTS:-} -- "$bin"
+		--log-file "$log" "$@" -- "$bin"
 
 	krc=$(cat "$fsk_tmp/kernel.rc")
 	prc=$(cat "$fsk_tmp/preload.rc")
@@ -62,8 +63,8 @@ fsk_behav_compare() {
 	if [ "$status" != 0 ]; then
 		echo "--- libfabsock log:"
 		cat "$log"
-		fsk_fail "$prog behaves differently under libfabsock"
+		fsk_fail "$prog behaves differently under libfabsock${*:+ (launcher $*)}"
 	fi
 	lines=$(wc -l <"$fsk_tmp/kernel.out")
-	echo "PASS: $prog: $lines transcript lines identical, exit $krc on both"
+	echo "ok: $prog${*:+ (launcher $*)}: $lines transcript lines identical, exit $krc on both"
 }

@@ -117,5 +117,12 @@ fsk_assert_loaded() {
 		}
 }
 
+# fsk_asan_runtime: print the ASan runtime libfabsock.so links with (a
+# sanitizer build), nothing otherwise. Read from the library itself rather
+# than trusting FSK_SANITIZERS.
+fsk_asan_runtime() {
+	ldd "$FSK_LIBRARY" 2>/dev/null | awk '$1 ~ /^libasan\.so/ && $3 ~ /^\// { print $3 }'
+}
+
 # fsk_sha FILE: print the sha256 of FILE.
 fsk_sha() { sha256sum "$1" | cut -d' ' -f1; }
