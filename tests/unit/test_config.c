@@ -56,6 +56,16 @@ static int load(const char *const *env)
 	return stk_config_load(&cfg, fake_getenv, "testprog");
 }
 
+/* A temporary file holding text; its name goes into path (at least 32 bytes). */
+static void write_temp(char *path, const char *text)
+{
+	strcpy(path, "/tmp/fsk-test-config-XXXXXX");
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
 static unsigned count_lines(const char *s)
 {
 	unsigned n = 0;
@@ -134,12 +144,8 @@ END_TEST
 
 START_TEST(test_config_file_after_inline)
 {
-	char path[] = "/tmp/fsk-test-config-XXXXXX";
-	int fd = mkstemp(path);
-	ck_assert_int_ge(fd, 0);
-	const char text[] = "# file rules\napplication-id testprog\nuse os udp_receiver *:53\n";
-	ck_assert_int_eq(write(fd, text, sizeof(text) - 1), (ssize_t)sizeof(text) - 1);
-	close(fd);
+	char path[32];
+	write_temp(path, "# file rules\napplication-id testprog\nuse os udp_receiver *:53\n");
 	const char *env[] = { "FABSOCK_RULES", "use vma tcp_client *:*", "FABSOCK_CONFIG", path,
 			      NULL };
 	int ret = load(env);
@@ -154,10 +160,9 @@ END_TEST
 
 START_TEST(test_log_file)
 {
-	char path[] = "/tmp/fsk-test-log-XXXXXX";
-	int fd = mkstemp(path);
-	ck_assert_int_ge(fd, 0);
-	close(fd);
+	char path[32];
+	write_temp(path, "");
+	int fd;
 	const char *env[] = { "FABSOCK_LOG", "info", "FABSOCK_LOG_FILE", path, NULL };
 	ck_assert_int_eq(load(env), 0);
 	ck_assert_int_eq(cfg.log_level, STK_LOG_INFO);
@@ -215,12 +220,8 @@ END_TEST
 
 START_TEST(test_bad_config_file_position)
 {
-	char path[] = "/tmp/fsk-test-bad-XXXXXX";
-	int fd = mkstemp(path);
-	ck_assert_int_ge(fd, 0);
-	const char text[] = "use os tcp_server *:1\n\n   use accel tcp_client 10.0.0.0/8:1-\n";
-	ck_assert_int_eq(write(fd, text, sizeof(text) - 1), (ssize_t)sizeof(text) - 1);
-	close(fd);
+	char path[32];
+	write_temp(path, "use os tcp_server *:1\n\n   use accel tcp_client 10.0.0.0/8:1-\n");
 	const char *env[] = { "FABSOCK_CONFIG", path, NULL };
 	int ret = load(env);
 	unlink(path);
