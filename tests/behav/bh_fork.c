@@ -1,13 +1,16 @@
-/* fork and daemon with inherited sockets: parent and child both use the
+/* fork, exec and daemon with inherited sockets: parent and child both use the
  * same TCP connection, UDP socket and listener; the child opens sockets of
  * its own; a socket closed in the child stays open in the parent; daemon()
- * keeps inherited sockets usable in the daemonised grandchild. All child
- * output goes through sockets back to the parent, so the transcript is
- * written by one process only. */
+ * keeps inherited sockets usable in the daemonised grandchild; sockets
+ * inherited across fork + execve work in the new image (whose library copy
+ * never saw them) and close-on-exec ones are gone there. All child output
+ * goes through sockets back to the parent, so the transcript is written by
+ * one process only. */
 #include "config.h"
 #include "bh.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -231,9 +234,89 @@ static void test_daemon(void)
 	close(sfd);
 }
 
-int main(void)
+/* The exec'd image: argv = --exec-child <tcp fd> <udp fd> <cloexec fd>.
+ * Sockets inherited across execve were never seen by this image's copy of
+ * the library. Prints nothing; the exit status says what failed. */
+static int exec_child(char **argv)
 {
+	int tcp = atoi(argv[2]), udp = atoi(argv[3]), gone = atoi(argv[4]);
+	int fails = 0, v;
+	socklen_t len = sizeof(v);
+	char buf[8];
+	struct pollfd p = { .fd = tcp, .events = POLLIN };
+
+	if (poll(&p, 1, 5000) != 1 || bh_read_all(tcp, buf, 4) != 4 ||
+	    memcmp(buf, "ping", 4))
+		fails |= 1;
+	if (write(tcp, "pong", 4) != 4)
+		fails |= 2;
+	if (getsockopt(udp, SOL_SOCKET, SO_TYPE, &v, &len) || v != SOCK_DGRAM)
+		fails |= 4;
+	if (send(udp, "dgram", 5, 0) != 5)
+		fails |= 8;
+	if (fcntl(gone, F_GETFD) != -1 || errno != EBADF)
+		fails |= 16;
+	if (close(tcp) || close(udp))
+		fails |= 32;
+	return fails;
+}
+
+static void test_exec(void)
+{
+	int cfd, sfd, u1, u2, ce, ce_peer, st;
+	struct sockaddr_in a2;
+	socklen_t len = sizeof(a2);
+	char buf[8], a[3][16];
+	pid_t pid;
+
+	bh_say("-- fork + exec with inherited sockets");
+	bh_tcp_pair(&cfd, &sfd, 0);
+	u1 = bh_udp_bound(0);
+	u2 = bh_udp_bound(0);
+	getsockname(u2, (struct sockaddr *)&a2, &len);
+	connect(u1, (struct sockaddr *)&a2, len);
+	bh_tcp_pair(&ce, &ce_peer, SOCK_CLOEXEC);
+	snprintf(a[0], sizeof(a[0]), "%d", cfd);
+	snprintf(a[1], sizeof(a[1]), "%d", u1);
+	snprintf(a[2], sizeof(a[2]), "%d", ce);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		close(sfd);
+		close(u2);
+		execl("/proc/self/exe", "bh_fork", "--exec-child", a[0], a[1],
+		      a[2], (char *)NULL);
+		_exit(127);
+	}
+	close(cfd);
+	close(u1);
+	bh_ok("write ping to the exec'd process", write(sfd, "ping", 4));
+	ssize_t n = bh_read_all(sfd, buf, 4);
+	bh_say("pong: %d", n == 4 && !memcmp(buf, "pong", 4));
+	BH_CHECK(n == 4 && !memcmp(buf, "pong", 4));
+	bh_wait(u2, POLLIN, 5000);
+	n = recv(u2, buf, sizeof(buf), MSG_DONTWAIT);
+	bh_say("datagram from the exec'd process: %zd", n);
+	BH_CHECK(n == 5);
+	waitpid(pid, &st, 0);
+	bh_say("exec'd process exit %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	BH_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	bh_ok("EOF after it closed", bh_read_all(sfd, buf, 1));
+	/* The close-on-exec socket was closed in the child only. */
+	bh_ok("close-on-exec socket still works here", write(ce, "x", 1));
+	bh_ok("  its peer reads it", bh_read_all(ce_peer, buf, 1));
+	close(ce);
+	close(ce_peer);
+	close(sfd);
+	close(u2);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 5 && !strcmp(argv[1], "--exec-child"))
+		return exec_child(argv);
 	bh_start("fork");
+	test_exec();
 	test_fork_shared();
 	test_fork_close_order();
 	test_daemon();

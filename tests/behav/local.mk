@@ -7,7 +7,7 @@ BH_PROGS = \
 	tests/behav/bh_tcp tests/behav/bh_tcp_nb tests/behav/bh_udp \
 	tests/behav/bh_poll tests/behav/bh_epoll tests/behav/bh_fd \
 	tests/behav/bh_errors tests/behav/bh_fork tests/behav/bh_sendfile \
-	tests/behav/bh_unix tests/behav/bh_fortify
+	tests/behav/bh_unix tests/behav/bh_fortify tests/behav/bh_signal
 check_PROGRAMS += $(BH_PROGS)
 
 # Test code ignores some setup results on purpose (a failed setup shows up
@@ -35,6 +35,8 @@ tests_behav_bh_sendfile_SOURCES = tests/behav/bh_sendfile.c $(BH_COMMON)
 tests_behav_bh_sendfile_CFLAGS = $(BH_CFLAGS)
 tests_behav_bh_unix_SOURCES = tests/behav/bh_unix.c $(BH_COMMON)
 tests_behav_bh_unix_CFLAGS = $(BH_CFLAGS)
+tests_behav_bh_signal_SOURCES = tests/behav/bh_signal.c $(BH_COMMON)
+tests_behav_bh_signal_CFLAGS = $(BH_CFLAGS)
 # The fortified entry points need -O2 and _FORTIFY_SOURCE=2 (re-defined in
 # case the user's flags set another level); fortify.sh proves with nm that
 # the _chk symbols are really referenced.
@@ -46,7 +48,7 @@ BH_TESTS = \
 	tests/behav/tcp.sh tests/behav/tcp_nb.sh tests/behav/udp.sh \
 	tests/behav/poll.sh tests/behav/epoll.sh tests/behav/fd.sh \
 	tests/behav/errors.sh tests/behav/fork.sh tests/behav/sendfile.sh \
-	tests/behav/unix.sh tests/behav/fortify.sh \
-	tests/behav/badconfig.sh
+	tests/behav/unix.sh tests/behav/fortify.sh tests/behav/signal.sh \
+	tests/behav/badconfig.sh tests/behav/coverage.sh
 TESTS += $(BH_TESTS)
 EXTRA_DIST += $(BH_TESTS) tests/lib/common.sh tests/lib/behav.sh
