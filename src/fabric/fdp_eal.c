@@ -11,7 +11,9 @@
 #include "fabric/fdp.h"
 #include "fabric/fdp_eal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -310,15 +312,43 @@ uint16_t fdp_eal_port_id(void)
 	return eal_port_id;
 }
 
+/* Remove our (empty) runtime directory: --no-huge cannot be combined with
+ * --in-memory, so DPDK creates /var/run/dpdk/<prefix> and leaves it. */
+static void remove_runtime_dir(void)
+{
+	const char *dir = rte_eal_get_runtime_dir();
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	if (!dir || !*dir || !strstr(dir, "/fdp"))
+		return;
+	d = opendir(dir);
+	if (d) {
+		while ((de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			unlink(path);
+		}
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
 void fdp_eal_cleanup(void)
 {
 	pthread_mutex_lock(&eal_mutex);
 	if (eal_state > 0 && eal_ours) {
 		rte_eth_dev_stop(eal_port_id);
 		rte_eth_dev_close(eal_port_id);
-		rte_eal_cleanup();
-		/* a restarted EAL is not supported by DPDK: stay failed */
-		eal_state = -FI_ENODEV;
+		remove_runtime_dir();
+		/* Not rte_eal_cleanup(): in DPDK 22.11 it unmaps memory while
+		 * the EAL interrupt thread still runs, and a memif peer's
+		 * disconnect then crashes it (SIGSEGV in rte_intr_fd_get,
+		 * seen at process exit). The provider is only cleaned up at
+		 * exit, where the kernel reclaims the rest. */
+		eal_state = -FI_ENODEV; /* DPDK cannot be started twice */
 	}
 	pthread_mutex_unlock(&eal_mutex);
 }
