@@ -1,0 +1,9 @@
+#!/bin/sh
+# Behaviour test: threads creating, using, duplicating and closing sockets
+# concurrently; cross-thread wake-ups (shutdown, epoll_ctl).
+# Runs bh_threads on the kernel and under libfabsock; transcripts must match.
+. "${top_srcdir:?run from make check or set top_srcdir}/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/behav.sh"
+fsk_setup behav-threads
+fsk_behav_compare bh_threads
+fsk_behav_compare bh_threads --log debug
