@@ -132,6 +132,19 @@ lib=$(sed -n "s/^export LD_PRELOAD='\(.*\)'$/\1/p" "$T/env" | tr ':' '\n' | tail
 	bad "--env in a build tree preloads '$lib', not the build tree's library"
 ok "--env"
 
+# ---- outside a build tree: the configured libdir, or FABSOCK_LIB
+mkdir "$T/bin"
+cp "$L" "$T/bin/fabsock"
+grep -q "^fsk_libdir='/" "$T/bin/fabsock" || bad "launcher has no absolute configured libdir"
+FABSOCK_LIB=/nonexistent/libfabsock.so timeout 10 "$T/bin/fabsock" -- true 2>"$T/nolib.err"
+rc=$?
+[ $rc = 127 ] || bad "missing library: exit $rc, want 127"
+[ "$(wc -l <"$T/nolib.err")" = 1 ] || bad "missing library: want one error line: $(cat "$T/nolib.err")"
+FABSOCK_LIB="$FSK_LIBRARY" timeout 10 "$T/bin/fabsock" --log info --log-file "$T/reloc.log" -- true ||
+	bad "relocated launcher with FABSOCK_LIB failed"
+fsk_assert_loaded "$T/reloc.log" "a program under a relocated launcher"
+ok "relocated launcher"
+
 # ---- a sanitizer build: the runtimes come first, found by ldd
 if [ -n "$(fsk_asan_runtime)" ]; then
 	pre=$(timeout 10 "$L" --env | sed -n "s/^export LD_PRELOAD='\(.*\)'$/\1/p")
