@@ -20,10 +20,12 @@ transfer() {
 	lspec=$(echo "$2" | sed "s/PORT/$port/")
 	cspec=$(echo "$3" | sed "s/PORT/$port/")
 	rm -f "$4"
+	# shellcheck disable=SC2086 # $lspec and $cspec are two socat addresses each
 	fsk_bg timeout -k 5 120 "$L" --log info --log-file "$T/$name-listen.log" -- \
 		socat -u $lspec 2>"$T/$name-listen.err"
 	lpid=$fsk_last_pid
 	fsk_wait_listen "$port" 150 || fsk_fail "$name: socat did not listen on $port"
+	# shellcheck disable=SC2086
 	timeout -k 5 120 "$L" --log info --log-file "$T/$name-connect.log" -- \
 		socat -u $cspec 2>"$T/$name-connect.err" ||
 		fsk_fail "$name: connecting socat failed: $(cat "$T/$name-connect.err")"
