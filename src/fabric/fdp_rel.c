@@ -313,24 +313,37 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 
 	if (fdp_seq_gt(ack, p->snd_una)) {
 		uint64_t sample = 0;
+		bool retx_in_range = false, fresh_in_range = false;
 
 		while (p->snd_una != ack) {
 			struct fdp_rel_txslot *s = &p->tx[p->snd_una & rel->mask];
 			uint64_t cookie = s->cookie;
 
-			if (!(s->state & TX_RETX) && s->first_tx_ns)
-				sample = now_ns - s->first_tx_ns;
+			/* Karn, generalised: an ack whose range holds a
+			 * retransmitted frame filled a hole, and the frames
+			 * behind the hole waited for it: no sample at all.
+			 * Otherwise the newest frame's send time gives RTT
+			 * (plus at most the receiver's ack delay). */
+			if (s->state & TX_RETX)
+				retx_in_range = true;
+			else
+				fresh_in_range = true;
+			sample = s->first_tx_ns ? now_ns - s->first_tx_ns : 0;
 			s->cookie = 0;
 			p->snd_una++;
 			if (cookie)
 				rel->ops->complete(rel, p, cookie, 0);
 		}
-		/* Karn: a backed-off RTO stays until a frame sent only once is
-		 * acked, or a path that got slower would time out forever */
-		if (sample) {
+		if (retx_in_range)
+			sample = 0;
+		if (sample)
 			rtt_sample(rel, p, sample);
+		/* Karn: a backed-off RTO stays until a frame sent only once is
+		 * acked (else a path that got slower would time out forever);
+		 * a hole filled with frames behind it qualifies, or under
+		 * steady loss the backoff would never come down */
+		if (fresh_in_range)
 			p->rto_ns = p->rto_base_ns;
-		}
 		p->dupacks = 0;
 		if (p->snd_una == p->snd_nxt) {
 			p->rto_deadline_ns = 0;
@@ -354,11 +367,14 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 
 		for (uint32_t i = 0; i < FDP_REL_SACK_BITS; i++) {
 			uint32_t off = i + 1; /* offset of ack+1+i from snd_una == ack */
+			struct fdp_rel_txslot *s;
+
 			if (!(sack & (1ull << i)))
 				continue;
 			if (off >= inflight)
 				break;
-			p->tx[(p->snd_una + off) & rel->mask].state |= TX_SACKED;
+			s = &p->tx[(p->snd_una + off) & rel->mask];
+			s->state |= TX_SACKED;
 			top = off + 1;
 		}
 		for (uint32_t off = top; off-- > 0;) {

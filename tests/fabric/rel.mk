@@ -17,3 +17,14 @@ tests_fabric_test_rel_LDADD = $(CHECK_LIBS)
 tests_fabric_test_msg_SOURCES = tests/fabric/test_msg.c $(fdp_rel_unit_sources)
 tests_fabric_test_msg_CFLAGS = $(fdp_rel_unit_cflags)
 tests_fabric_test_msg_LDADD = $(CHECK_LIBS)
+
+# Behaviour test: the native RDM endpoint between two processes over a
+# net_memif pair (fi_pingpong, tagged, 1 MiB, several endpoints, 256 MiB
+# byte-exact with injected loss/duplication/reordering). rdm_xfer is its
+# libfabric test program.
+check_PROGRAMS += tests/fabric/rdm_xfer
+tests_fabric_rdm_xfer_SOURCES = tests/fabric/rdm_xfer.c
+tests_fabric_rdm_xfer_CFLAGS = $(AM_CFLAGS) $(FABRIC_CFLAGS)
+tests_fabric_rdm_xfer_LDADD = $(FABRIC_LIBS)
+TESTS += tests/fabric/fabric_rdm_memif.sh
+EXTRA_DIST += tests/fabric/fabric_rdm_memif.sh
