@@ -8,3 +8,13 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_sock.c src/stack/stk_sock.h \
 	src/stack/stk_sys.c src/stack/stk_sys.h
 src_stack_libstk_la_CFLAGS = $(AM_CFLAGS) -fPIC
+
+# Accelerated TCP (issue 3): endpoint per provider, negotiation, stream.
+src_stack_libstk_la_SOURCES += \
+	src/stack/stk_conn.c src/stack/stk_conn.h \
+	src/stack/stk_fab.c src/stack/stk_fab.h \
+	src/stack/stk_hooks.c src/stack/stk_hooks.h \
+	src/stack/stk_nego.c src/stack/stk_nego.h \
+	src/stack/stk_stream.c src/stack/stk_stream.h src/stack/stk_stream_proto.h
+src_stack_libstk_la_CFLAGS += $(FABRIC_CFLAGS)
+src_stack_libstk_la_LIBADD = $(FABRIC_LIBS) -lpthread

@@ -12,7 +12,27 @@
 	X(ACCEL_REQUESTED, "accel_requested", "sockets a rule or the default chose to accelerate") \
 	X(FALLBACK_NO_TRANSPORT, "fallback_no_transport", \
 	  "accelerations refused: no accelerated transport for this socket type yet") \
-	X(ACCELERATED, "accelerated", "sockets running on a fabric provider")
+	X(ACCELERATED, "accelerated", "sockets running on a fabric provider") \
+	X(FAB_OPEN_FAILED, "fab_open_failed", "fabric providers that failed to open") \
+	X(FAB_CQ_ERRORS, "fab_cq_errors", "fabric completion errors") \
+	X(FAB_STRAY_MSGS, "fab_stray_msgs", "fabric messages for no live connection (dropped)") \
+	X(CONN_ACCEL_SHM, "conn_accel_shm", "TCP connections accelerated over shm") \
+	X(CONN_ACCEL_TCP, "conn_accel_tcp", "TCP connections accelerated over tcp") \
+	X(CONN_ACCEL_OTHER, "conn_accel_other", "TCP connections accelerated over another provider") \
+	X(FALLBACK_PLAIN_PEER, "fallback_plain_peer", "kernel: the peer is not libfabsock") \
+	X(FALLBACK_TIMEOUT, "fallback_timeout", "kernel: no hello from the server in time") \
+	X(FALLBACK_NO_COMMON, "fallback_no_common", "kernel: no common provider") \
+	X(FALLBACK_VERSION, "fallback_version", "kernel: peer speaks another protocol version") \
+	X(FALLBACK_PROV_INIT, "fallback_prov_init", "kernel: provider init or address failure") \
+	X(FALLBACK_GARBAGE, "fallback_garbage", "kernel: malformed negotiation message") \
+	X(FALLBACK_IO, "fallback_io", "kernel: the kernel connection failed during negotiation") \
+	X(CONN_RESETS, "conn_resets", "accelerated connections reset (RST, peer death, protocol)") \
+	X(BYTES_TX_SHM, "bytes_tx_shm", "payload bytes sent over shm (folded in at close)") \
+	X(BYTES_RX_SHM, "bytes_rx_shm", "payload bytes received over shm (folded in at close)") \
+	X(BYTES_TX_TCP, "bytes_tx_tcp", "payload bytes sent over tcp (folded in at close)") \
+	X(BYTES_RX_TCP, "bytes_rx_tcp", "payload bytes received over tcp (folded in at close)") \
+	X(MSGS_TX, "msgs_tx", "fabric messages sent (folded in at close)") \
+	X(MSGS_RX, "msgs_rx", "fabric messages received (folded in at close)")
 
 #define STK_COUNTER_ENUM(id, name, help) STK_C_##id,
 enum stk_counter { STK_COUNTER_LIST(STK_COUNTER_ENUM) STK_C_COUNT };
@@ -26,6 +46,11 @@ static inline void stk_count(enum stk_counter c)
 }
 
 /* Value of the counter called name; -1 if there is none. */
+static inline void stk_count_add(enum stk_counter c, uint64_t n)
+{
+	__atomic_fetch_add(&stk_counters[c], n, __ATOMIC_RELAXED);
+}
+
 int stk_counter_get(const char *name, uint64_t *value);
 /* One info line per non-zero counter. */
 void stk_counters_log(void);

@@ -25,6 +25,7 @@ struct stk_sys stk_sys = {
 	.epoll_create1 = epoll_create1,
 	.epoll_ctl = epoll_ctl,
 	.epoll_wait = epoll_wait,
+	.ppoll = ppoll,
 };
 
 void stk_sys_install(const struct stk_sys *real)

@@ -10,6 +10,8 @@
 #define STK_SYS_H
 
 #include <poll.h>
+#include <signal.h>
+#include <time.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -35,6 +37,9 @@ struct stk_sys {
 	int (*epoll_create1)(int flags);
 	int (*epoll_ctl)(int epfd, int op, int fd, struct epoll_event *ev);
 	int (*epoll_wait)(int epfd, struct epoll_event *evs, int max, int timeout);
+	/* appended for issue 3 (accelerated TCP) */
+	int (*ppoll)(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+		     const sigset_t *sigmask);
 };
 
 extern struct stk_sys stk_sys;

@@ -1,0 +1,320 @@
+#include "config.h"
+#include "stack/stk_conn.h"
+#include "stack/stk_config.h"
+#include "stack/stk_counters.h"
+#include "stack/stk_log.h"
+#include "stack/stk_nego.h"
+#include "stack/stk_sys.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Count a fallback and log its reason the first time this kind is seen (P4). */
+__attribute__((format(printf, 4, 5)))
+static int fall_back(struct stk_attach_info *info, enum stk_counter counter, int fd,
+		     const char *fmt, ...)
+{
+	static int logged[STK_C_COUNT]; /* atomic flags */
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(info->reason, sizeof(info->reason), fmt, ap);
+	va_end(ap);
+	stk_count(counter);
+	if (__atomic_exchange_n(&logged[counter], 1, __ATOMIC_RELAXED) == 0)
+		FSK_INFO("fd %d: TCP connection stays on the kernel: %s (logged once per "
+			 "reason, counted)", fd, info->reason);
+	else
+		FSK_DBG("fd %d: TCP connection stays on the kernel: %s", fd, info->reason);
+	return STK_ATTACH_KERNEL;
+}
+
+static void count_accel(const char *prov)
+{
+	if (strcmp(prov, "shm") == 0)
+		stk_count(STK_C_CONN_ACCEL_SHM);
+	else if (strcmp(prov, "tcp") == 0)
+		stk_count(STK_C_CONN_ACCEL_TCP);
+	else
+		stk_count(STK_C_CONN_ACCEL_OTHER);
+	stk_count(STK_C_ACCELERATED);
+}
+
+static size_t window(void)
+{
+	return stk_cfg.window_bytes ? stk_cfg.window_bytes : 256 * 1024;
+}
+
+/* Next provider name of the comma list at *cursor; false at the end. */
+static bool next_provider(const char **cursor, char name[STK_FAB_NAME_MAX])
+{
+	const char *p = *cursor;
+	if (!*p)
+		return false;
+	size_t n = strcspn(p, ",");
+	snprintf(name, STK_FAB_NAME_MAX, "%.*s", (int)(n < STK_FAB_NAME_MAX ? n : STK_FAB_NAME_MAX - 1), p);
+	*cursor = p + n + (p[n] == ',');
+	return true;
+}
+
+static void local_identity(struct stk_nego_msg *msg, uint16_t type, const struct stk_conn *conn)
+{
+	msg->version = STK_NEGO_VERSION;
+	msg->type = type;
+	stk_nego_host_identity(msg->boot_id, &msg->netns);
+	if (conn) {
+		msg->conn_id = conn->local_id;
+		msg->slot = conn->slot;
+		msg->credits = (uint32_t)conn->ring_size;
+	}
+}
+
+static int fill_prov(struct stk_fab *fab, const struct sockaddr *local,
+		     struct stk_nego_prov *prov)
+{
+	snprintf(prov->name, sizeof(prov->name), "%s", stk_fab_name(fab));
+	size_t len = sizeof(prov->addr);
+	int ret = stk_fab_getname(fab, local, prov->addr, &len);
+	prov->addr_len = (uint16_t)len;
+	return ret;
+}
+
+static const struct stk_nego_prov *offered(const struct stk_nego_msg *hello, const char *name)
+{
+	for (unsigned i = 0; i < hello->nprov; i++)
+		if (strcmp(hello->prov[i].name, name) == 0)
+			return &hello->prov[i];
+	return NULL;
+}
+
+static void send_reject(int fd, uint16_t status)
+{
+	struct stk_nego_msg reply;
+	memset(&reply, 0, sizeof(reply));
+	local_identity(&reply, STK_NEGO_REPLY, NULL);
+	reply.status = status;
+	stk_nego_send_msg(fd, &reply, 100);
+}
+
+static int attach_client(int fd, struct stk_conn **out, struct stk_attach_info *info)
+{
+	struct sockaddr_storage peer, local;
+	socklen_t plen = sizeof(peer), llen = sizeof(local);
+	if (stk_sys.getpeername(fd, (struct sockaddr *)&peer, &plen) != 0 ||
+	    stk_sys.getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
+		return -errno;
+	enum stk_nego_peer known = stk_nego_cache_get((struct sockaddr *)&peer);
+	int wait_ms = known == STK_PEER_CAPABLE ? STK_NEGO_WAIT_CAPABLE_MS
+		    : known == STK_PEER_PLAIN ? 0 : STK_NEGO_WAIT_UNKNOWN_MS;
+
+	struct stk_nego_msg hello;
+	int ret = stk_nego_recv_msg(fd, &hello, wait_ms);
+	if (ret == -ETIMEDOUT) {
+		info->strip_late_hello = true;
+		stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_PLAIN);
+		if (known == STK_PEER_PLAIN)
+			return fall_back(info, STK_C_FALLBACK_PLAIN_PEER, fd,
+					 "destination cached as not libfabsock");
+		return fall_back(info, STK_C_FALLBACK_TIMEOUT, fd,
+				 "no HELLO from the server within %d ms (plain server?)", wait_ms);
+	}
+	if (ret == -EPROTO) {
+		stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_PLAIN);
+		return fall_back(info, STK_C_FALLBACK_PLAIN_PEER, fd,
+				 "the server spoke first and is not libfabsock");
+	}
+	if (ret == -EPROTONOSUPPORT) {
+		send_reject(fd, STK_NEGO_REJECT_VERSION);
+		stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_PLAIN);
+		return fall_back(info, STK_C_FALLBACK_VERSION, fd,
+				 "server speaks negotiation version %u, we speak %u",
+				 hello.version, STK_NEGO_VERSION);
+	}
+	if (ret == -EBADMSG || (ret == 0 && hello.type != STK_NEGO_HELLO)) {
+		/* our magic, so the peer is libfabsock: tell it we give up */
+		send_reject(fd, STK_NEGO_REJECT_BAD_HELLO);
+		return fall_back(info, STK_C_FALLBACK_GARBAGE, fd, "malformed HELLO from the server");
+	}
+	if (ret < 0)
+		return ret;
+
+	/* Choose: shm first when on the same host, then the configured order. */
+	bool same_host = stk_nego_same_host(&hello);
+	struct stk_fab *fab = NULL;
+	const struct stk_nego_prov *theirs = NULL;
+	bool common = false;
+	char name[STK_FAB_NAME_MAX];
+	for (int pass = 0; pass < 2 && !fab; pass++) {
+		const char *cursor = stk_cfg.providers;
+		while (!fab && next_provider(&cursor, name)) {
+			bool is_shm = strcmp(name, "shm") == 0;
+			if (is_shm != (pass == 0) || (is_shm && !same_host))
+				continue;
+			theirs = offered(&hello, name);
+			if (!theirs)
+				continue;
+			common = true;
+			if (stk_fab_get(name, &fab) != 0)
+				fab = NULL;
+		}
+	}
+	if (!fab) {
+		send_reject(fd, common ? STK_NEGO_REJECT_PROV_INIT : STK_NEGO_REJECT_NO_COMMON);
+		stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_CAPABLE);
+		if (common)
+			return fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+					 "every common provider failed to open here");
+		return fall_back(info, STK_C_FALLBACK_NO_COMMON, fd,
+				 "no common provider (server offers %u, we have '%s'%s)",
+				 hello.nprov, stk_cfg.providers,
+				 same_host ? "" : ", not on the same host");
+	}
+
+	struct stk_conn *conn;
+	ret = stk_conn_create(fd, window(), &conn);
+	if (ret)
+		return ret;
+	fi_addr_t peer_addr;
+	struct stk_nego_msg reply;
+	memset(&reply, 0, sizeof(reply));
+	local_identity(&reply, STK_NEGO_REPLY, conn);
+	reply.nprov = 1;
+	if (stk_fab_av_insert(fab, theirs->addr, theirs->addr_len, &peer_addr) != 0 ||
+	    fill_prov(fab, (struct sockaddr *)&local, &reply.prov[0]) != 0) {
+		stk_conn_destroy(conn);
+		send_reject(fd, STK_NEGO_REJECT_PROV_INIT);
+		return fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+				 "%s: cannot use the server's address or get ours", name);
+	}
+	stk_conn_connect(conn, fab, peer_addr, hello.slot, hello.conn_id, hello.credits);
+	ret = stk_nego_send_msg(fd, &reply, STK_NEGO_REPLY_WAIT_MS);
+	if (ret) {
+		stk_conn_destroy(conn);
+		return ret;
+	}
+	stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_CAPABLE);
+	snprintf(info->provider, sizeof(info->provider), "%s", stk_fab_name(fab));
+	count_accel(info->provider);
+	FSK_DBG("fd %d: accelerated over %s (slot %u)", fd, info->provider, conn->slot);
+	*out = conn;
+	return 0;
+}
+
+struct offer_ctx {
+	struct stk_nego_msg *hello;
+	const struct sockaddr *local;
+};
+
+static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *info)
+{
+	int marked = stk_nego_syn_marked(fd);
+	if (marked <= 0)
+		return fall_back(info, STK_C_FALLBACK_PLAIN_PEER, fd,
+				 marked < 0 ? "cannot read the saved SYN: %s"
+					    : "the client's SYN was not marked%s (plain client)",
+				 marked < 0 ? strerror(-marked) : "");
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+	if (stk_sys.getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
+		return -errno;
+
+	struct stk_conn *conn;
+	int ret = stk_conn_create(fd, window(), &conn);
+	if (ret)
+		return ret;
+	/* Offer every configured provider that opens here (maybe none: the client
+	 * waits for a HELLO and must get one to know the outcome). */
+	struct stk_nego_msg hello;
+	memset(&hello, 0, sizeof(hello));
+	local_identity(&hello, STK_NEGO_HELLO, conn);
+	const char *cursor = stk_cfg.providers;
+	char name[STK_FAB_NAME_MAX];
+	struct stk_fab *fabs[STK_NEGO_PROV_MAX];
+	while (hello.nprov < STK_NEGO_PROV_MAX && next_provider(&cursor, name)) {
+		struct stk_fab *fab;
+		if (stk_fab_get(name, &fab) != 0)
+			continue;
+		if (fill_prov(fab, (struct sockaddr *)&local, &hello.prov[hello.nprov]) != 0)
+			continue;
+		fabs[hello.nprov++] = fab;
+	}
+	ret = stk_nego_send_msg(fd, &hello, STK_NEGO_REPLY_WAIT_MS);
+	if (ret) {
+		stk_conn_destroy(conn);
+		return ret;
+	}
+	struct stk_nego_msg reply;
+	ret = stk_nego_recv_msg(fd, &reply, STK_NEGO_REPLY_WAIT_MS);
+	if (ret == -EPROTO || ret == -ETIMEDOUT) {
+		stk_conn_destroy(conn);
+		return fall_back(info, STK_C_FALLBACK_TIMEOUT, fd,
+				 ret == -EPROTO ? "the client gave up waiting for our HELLO and sent data"
+						: "no REPLY from the client within %d ms",
+				 STK_NEGO_REPLY_WAIT_MS);
+	}
+	if (ret == -EPROTONOSUPPORT || (ret == 0 && reply.status == STK_NEGO_REJECT_VERSION)) {
+		stk_conn_destroy(conn);
+		return fall_back(info, STK_C_FALLBACK_VERSION, fd,
+				 "client speaks negotiation version %u, we speak %u", reply.version,
+				 STK_NEGO_VERSION);
+	}
+	if (ret == -EBADMSG || (ret == 0 && reply.type != STK_NEGO_REPLY)) {
+		stk_conn_destroy(conn);
+		return fall_back(info, STK_C_FALLBACK_GARBAGE, fd, "malformed REPLY from the client");
+	}
+	if (ret < 0) {
+		stk_conn_destroy(conn);
+		return ret;
+	}
+	if (reply.status != STK_NEGO_ACCEPT) {
+		stk_conn_destroy(conn);
+		switch (reply.status) {
+		case STK_NEGO_REJECT_NO_COMMON:
+			return fall_back(info, STK_C_FALLBACK_NO_COMMON, fd,
+					 "no common provider (we offered %u of '%s')", hello.nprov,
+					 stk_cfg.providers);
+		case STK_NEGO_REJECT_PROV_INIT:
+			return fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+					 "the client could not open a common provider");
+		default:
+			return fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
+					 "the client rejected our HELLO (status %u)", reply.status);
+		}
+	}
+	struct stk_fab *fab = NULL;
+	for (unsigned i = 0; i < hello.nprov; i++)
+		if (strcmp(hello.prov[i].name, reply.prov[0].name) == 0)
+			fab = fabs[i];
+	fi_addr_t peer_addr;
+	if (!fab || stk_fab_av_insert(fab, reply.prov[0].addr, reply.prov[0].addr_len,
+				      &peer_addr) != 0) {
+		/* The client already committed: nothing sane to continue with. */
+		stk_conn_destroy(conn);
+		FSK_WARN("fd %d: client chose '%s' which we cannot use", fd, reply.prov[0].name);
+		return -EPROTO;
+	}
+	stk_conn_connect(conn, fab, peer_addr, reply.slot, reply.conn_id, reply.credits);
+	snprintf(info->provider, sizeof(info->provider), "%s", stk_fab_name(fab));
+	count_accel(info->provider);
+	FSK_DBG("fd %d: accelerated over %s (slot %u)", fd, info->provider, conn->slot);
+	*out = conn;
+	return 0;
+}
+
+int stk_accel_attach(int fd, bool is_client, struct stk_conn **out,
+		     struct stk_attach_info *info)
+{
+	struct stk_attach_info scratch;
+	if (!info)
+		info = &scratch;
+	memset(info, 0, sizeof(*info));
+	*out = NULL;
+	int ret = is_client ? attach_client(fd, out, info) : attach_server(fd, out, info);
+	if (ret < 0) {
+		stk_count(STK_C_FALLBACK_IO);
+		snprintf(info->reason, sizeof(info->reason), "kernel connection failed: %s",
+			 strerror(-ret));
+	}
+	return ret;
+}

@@ -1,0 +1,455 @@
+#include "config.h"
+#include "stack/stk_fab.h"
+#include "stack/stk_config.h"
+#include "stack/stk_counters.h"
+#include "stack/stk_hooks.h"
+#include "stack/stk_log.h"
+#include "stack/stk_stream.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#define FAB_MAX 8
+#define BATCH_MAX 64
+
+struct stk_fab {
+	char name[STK_FAB_NAME_MAX];
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	struct fid_mr *mr;
+	void *mr_desc;          /* NULL when the provider does not need FI_MR_LOCAL */
+	uint8_t *slab;
+	size_t slab_len;
+	size_t seg;
+	size_t inject;
+	int wait_fd;
+	struct stk_fab_buf bufs[STK_FAB_RX_BUFS + STK_FAB_TX_BUFS];
+	uint64_t tx_free;       /* tagged head: tag << 32 | (index + 1) */
+	pthread_mutex_t cq_lock; /* held while draining the CQ and delivering */
+	/* protected by cq_lock: rx buffers whose repost failed with -FI_EAGAIN */
+	uint32_t repost[STK_FAB_RX_BUFS];
+	unsigned repost_count;
+};
+
+/* protected by table_lock (slow path: opening endpoints) */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char name[STK_FAB_NAME_MAX];
+	struct stk_fab *fab;    /* NULL with err set: failed, not retried */
+	int err;
+} table[FAB_MAX];
+static unsigned table_count;
+
+const char *stk_fab_name(const struct stk_fab *fab)
+{
+	return fab->name;
+}
+
+size_t stk_fab_seg_size(const struct stk_fab *fab)
+{
+	return fab->seg;
+}
+
+size_t stk_fab_inject_size(const struct stk_fab *fab)
+{
+	return fab->inject;
+}
+
+int stk_fab_wait_fd(const struct stk_fab *fab)
+{
+	return fab->wait_fd;
+}
+
+/* ---- send buffer free list (Treiber stack, tag against ABA) ---- */
+
+struct stk_fab_buf *stk_fab_buf_get(struct stk_fab *fab)
+{
+	uint64_t head = __atomic_load_n(&fab->tx_free, __ATOMIC_ACQUIRE);
+	for (;;) {
+		uint32_t top = (uint32_t)head;
+		if (top == 0)
+			return NULL;
+		struct stk_fab_buf *buf = &fab->bufs[top - 1];
+		uint32_t next = __atomic_load_n(&buf->next, __ATOMIC_RELAXED);
+		uint64_t want = ((head >> 32) + 1) << 32 | next;
+		if (__atomic_compare_exchange_n(&fab->tx_free, &head, want, true,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			buf->outstanding = NULL;
+			return buf;
+		}
+	}
+}
+
+bool stk_fab_tx_available(struct stk_fab *fab)
+{
+	return (uint32_t)__atomic_load_n(&fab->tx_free, __ATOMIC_RELAXED) != 0;
+}
+
+void stk_fab_buf_put(struct stk_fab *fab, struct stk_fab_buf *buf)
+{
+	uint64_t head = __atomic_load_n(&fab->tx_free, __ATOMIC_RELAXED);
+	for (;;) {
+		__atomic_store_n(&buf->next, (uint32_t)head, __ATOMIC_RELAXED);
+		uint64_t want = ((head >> 32) + 1) << 32 | (buf->index + 1);
+		if (__atomic_compare_exchange_n(&fab->tx_free, &head, want, true,
+						__ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			return;
+	}
+}
+
+/* ---- data path ---- */
+
+int stk_fab_send(struct stk_fab *fab, struct stk_fab_buf *buf, size_t len, fi_addr_t dest)
+{
+	stk_fi_enter();
+	ssize_t ret = fi_send(fab->ep, buf->data, len, fab->mr_desc, dest, &buf->ctx);
+	stk_fi_leave();
+	if (ret == 0)
+		return 0;
+	if (ret != -FI_EAGAIN)
+		FSK_WARN("fi_send on %s: %s", fab->name, fi_strerror((int)-ret));
+	return (int)ret;
+}
+
+int stk_fab_inject(struct stk_fab *fab, const void *msg, size_t len, fi_addr_t dest)
+{
+	stk_fi_enter();
+	ssize_t ret = fi_inject(fab->ep, msg, len, dest);
+	stk_fi_leave();
+	if (ret == 0)
+		return 0;
+	if (ret != -FI_EAGAIN)
+		FSK_WARN("fi_inject on %s: %s", fab->name, fi_strerror((int)-ret));
+	return (int)ret;
+}
+
+/* Called with cq_lock held (or before the endpoint is published). */
+static int post_rx(struct stk_fab *fab, struct stk_fab_buf *buf)
+{
+	ssize_t ret = fi_recv(fab->ep, buf->data, fab->seg, fab->mr_desc, FI_ADDR_UNSPEC,
+			      &buf->ctx);
+	if (ret == -FI_EAGAIN && fab->repost_count < STK_FAB_RX_BUFS) {
+		fab->repost[fab->repost_count++] = buf->index;
+		return 0;
+	}
+	if (ret)
+		FSK_WARN("fi_recv on %s: %s", fab->name, fi_strerror((int)-ret));
+	return (int)ret;
+}
+
+static void complete(struct stk_fab *fab, void *context, uint64_t flags, size_t len, bool ok)
+{
+	struct stk_fab_buf *buf = context;
+	if (!buf)
+		return;
+	if (buf->is_rx) {
+		if (ok && (flags & FI_RECV))
+			stk_stream_deliver(fab, buf->data, len);
+		post_rx(fab, buf);
+		return;
+	}
+	if (buf->outstanding)
+		__atomic_fetch_sub(buf->outstanding, 1, __ATOMIC_RELEASE);
+	stk_fab_buf_put(fab, buf);
+}
+
+int stk_fab_progress(struct stk_fab *fab)
+{
+	if (pthread_mutex_trylock(&fab->cq_lock) != 0)
+		return 0;
+	stk_fi_enter();
+	unsigned retry = fab->repost_count;
+	fab->repost_count = 0;
+	for (unsigned i = 0; i < retry; i++)
+		post_rx(fab, &fab->bufs[fab->repost[i]]);
+
+	struct fi_cq_msg_entry ev[BATCH_MAX];
+	size_t batch = stk_cfg.batch ? stk_cfg.batch : 16;
+	if (batch > BATCH_MAX)
+		batch = BATCH_MAX;
+	int handled = 0;
+	ssize_t n = fi_cq_read(fab->cq, ev, batch);
+	if (n > 0) {
+		for (ssize_t i = 0; i < n; i++)
+			complete(fab, ev[i].op_context, ev[i].flags, ev[i].len, true);
+		handled = (int)n;
+	} else if (n == -FI_EAVAIL) {
+		struct fi_cq_err_entry err;
+		memset(&err, 0, sizeof(err));
+		if (fi_cq_readerr(fab->cq, &err, 0) == 1) {
+			stk_count(STK_C_FAB_CQ_ERRORS);
+			FSK_WARN("%s: completion error: %s", fab->name,
+				 fi_cq_strerror(fab->cq, err.prov_errno, err.err_data, NULL, 0));
+			complete(fab, err.op_context, err.flags, 0, false);
+			handled = 1;
+		}
+	}
+	stk_fi_leave();
+	pthread_mutex_unlock(&fab->cq_lock);
+	return handled;
+}
+
+void stk_fab_quiesce(struct stk_fab *fab)
+{
+	pthread_mutex_lock(&fab->cq_lock);
+	pthread_mutex_unlock(&fab->cq_lock);
+}
+
+bool stk_fab_trywait(struct stk_fab *fab)
+{
+	if (fab->wait_fd < 0)
+		return false;
+	struct fid *fids[1] = { &fab->cq->fid };
+	stk_fi_enter();
+	int ret = fi_trywait(fab->fabric, fids, 1);
+	stk_fi_leave();
+	return ret == FI_SUCCESS;
+}
+
+/* ---- addresses ---- */
+
+int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *addr,
+		    size_t *len)
+{
+	size_t cap = *len;
+	stk_fi_enter();
+	int ret = fi_getname(&fab->ep->fid, addr, len);
+	stk_fi_leave();
+	if (ret)
+		return ret == -FI_ETOOSMALL ? -ENOSPC : ret;
+	if (*len > cap)
+		return -ENOSPC;
+	if (!local_ip)
+		return 0;
+	/* Socket-addressed providers bound to the wildcard: substitute the IP the
+	 * kernel connection uses locally, which the peer can reach by construction. */
+	if (fab->info->addr_format == FI_SOCKADDR_IN && *len >= sizeof(struct sockaddr_in) &&
+	    local_ip->sa_family == AF_INET) {
+		struct sockaddr_in *sin = addr;
+		if (sin->sin_addr.s_addr == htonl(INADDR_ANY))
+			sin->sin_addr = ((const struct sockaddr_in *)local_ip)->sin_addr;
+	} else if (fab->info->addr_format == FI_SOCKADDR_IN6 &&
+		   *len >= sizeof(struct sockaddr_in6) && local_ip->sa_family == AF_INET6) {
+		struct sockaddr_in6 *sin6 = addr;
+		if (IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr))
+			sin6->sin6_addr = ((const struct sockaddr_in6 *)local_ip)->sin6_addr;
+	}
+	return 0;
+}
+
+int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr_t *out)
+{
+	(void)len;
+	stk_fi_enter();
+	int ret = fi_av_insert(fab->av, addr, 1, out, 0, NULL);
+	stk_fi_leave();
+	if (ret != 1) {
+		FSK_WARN("fi_av_insert on %s: %s", fab->name,
+			 ret < 0 ? fi_strerror(-ret) : "address rejected");
+		return ret < 0 ? ret : -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- opening ---- */
+
+static void fab_close(struct stk_fab *fab)
+{
+	if (fab->ep)
+		fi_close(&fab->ep->fid);
+	if (fab->mr)
+		fi_close(&fab->mr->fid);
+	if (fab->cq)
+		fi_close(&fab->cq->fid);
+	if (fab->av)
+		fi_close(&fab->av->fid);
+	if (fab->domain)
+		fi_close(&fab->domain->fid);
+	if (fab->fabric)
+		fi_close(&fab->fabric->fid);
+	if (fab->info)
+		fi_freeinfo(fab->info);
+	if (fab->slab)
+		munmap(fab->slab, fab->slab_len);
+	free(fab);
+}
+
+#define FI_TRY(call, what) \
+	do { \
+		int fi_try_ret = (call); \
+		if (fi_try_ret) { \
+			FSK_WARN("%s: %s: %s", name, what, fi_strerror(-fi_try_ret)); \
+			ret = fi_try_ret < 0 ? fi_try_ret : -EIO; \
+			goto fail; \
+		} \
+	} while (0)
+
+static int fab_open(const char *name, struct stk_fab **out)
+{
+	int ret;
+	struct stk_fab *fab = calloc(1, sizeof(*fab));
+	struct fi_info *hints = fi_allocinfo();
+	if (!fab || !hints) {
+		free(fab);
+		fi_freeinfo(hints);
+		return -ENOMEM;
+	}
+	snprintf(fab->name, sizeof(fab->name), "%s", name);
+	fab->wait_fd = -1;
+	pthread_mutex_init(&fab->cq_lock, NULL);
+
+	hints->caps = FI_MSG;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->tx_attr->msg_order = FI_ORDER_SAS;
+	hints->rx_attr->msg_order = FI_ORDER_SAS;
+	hints->domain_attr->threading = FI_THREAD_SAFE;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				      FI_MR_PROV_KEY;
+	hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	hints->fabric_attr->prov_name = strdup(name);
+	const char *node = NULL;
+	uint64_t flags = 0;
+	if (strcmp(name, "tcp") == 0) {
+		/* Listen on every local IPv4 address; the address we publish is fixed
+		 * up per connection (stk_fab_getname). */
+		hints->addr_format = FI_SOCKADDR_IN;
+		node = "0.0.0.0";
+		flags = FI_SOURCE;
+	}
+	ret = fi_getinfo(FI_VERSION(1, 17), node, NULL, flags, hints, &fab->info);
+	fi_freeinfo(hints);
+	if (ret) {
+		FSK_WARN("%s: fi_getinfo: %s (provider absent or no RDM endpoint)", name,
+			 fi_strerror(-ret));
+		fab->info = NULL;
+		goto fail;
+	}
+	struct fi_info *info = fab->info;
+	FI_TRY(fi_fabric(info->fabric_attr, &fab->fabric, NULL), "fi_fabric");
+	FI_TRY(fi_domain(fab->fabric, info, &fab->domain, NULL), "fi_domain");
+
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	FI_TRY(fi_av_open(fab->domain, &av_attr, &fab->av, NULL), "fi_av_open");
+
+	struct fi_cq_attr cq_attr = {
+		.format = FI_CQ_FORMAT_MSG,
+		.size = STK_FAB_RX_BUFS + STK_FAB_TX_BUFS + 64,
+		.wait_obj = FI_WAIT_FD,
+	};
+	if (fi_cq_open(fab->domain, &cq_attr, &fab->cq, NULL) == 0) {
+		if (fi_control(&fab->cq->fid, FI_GETWAIT, &fab->wait_fd) != 0)
+			fab->wait_fd = -1;
+	} else {
+		/* shm: FI_WAIT_FD is -FI_ENOSYS (checked on this machine). */
+		fab->cq = NULL;
+		cq_attr.wait_obj = FI_WAIT_NONE;
+		FI_TRY(fi_cq_open(fab->domain, &cq_attr, &fab->cq, NULL), "fi_cq_open");
+	}
+
+	FI_TRY(fi_endpoint(fab->domain, info, &fab->ep, NULL), "fi_endpoint");
+	FI_TRY(fi_ep_bind(fab->ep, &fab->av->fid, 0), "fi_ep_bind(av)");
+	FI_TRY(fi_ep_bind(fab->ep, &fab->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+	FI_TRY(fi_enable(fab->ep), "fi_enable");
+
+	fab->seg = STK_FAB_SEG_MAX;
+	if (info->ep_attr->max_msg_size && info->ep_attr->max_msg_size < fab->seg)
+		fab->seg = info->ep_attr->max_msg_size;
+	fab->inject = info->tx_attr->inject_size;
+	if (fab->inject > fab->seg)
+		fab->inject = fab->seg;
+
+	size_t nbufs = STK_FAB_RX_BUFS + STK_FAB_TX_BUFS;
+	fab->slab_len = nbufs * fab->seg;
+	fab->slab = mmap(NULL, fab->slab_len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (fab->slab == MAP_FAILED) {
+		fab->slab = NULL;
+		ret = -ENOMEM;
+		FSK_WARN("%s: cannot map %zu bytes of buffers", name, fab->slab_len);
+		goto fail;
+	}
+	if (info->domain_attr->mr_mode & FI_MR_LOCAL) {
+		FI_TRY(fi_mr_reg(fab->domain, fab->slab, fab->slab_len,
+				 FI_SEND | FI_RECV, 0, 0, 0, &fab->mr, NULL), "fi_mr_reg");
+		fab->mr_desc = fi_mr_desc(fab->mr);
+	}
+	for (size_t i = 0; i < nbufs; i++) {
+		struct stk_fab_buf *buf = &fab->bufs[i];
+		buf->data = fab->slab + i * fab->seg;
+		buf->index = (uint32_t)i;
+		buf->is_rx = i < STK_FAB_RX_BUFS;
+	}
+	for (size_t i = STK_FAB_RX_BUFS; i < nbufs; i++)
+		stk_fab_buf_put(fab, &fab->bufs[i]);
+	for (size_t i = 0; i < STK_FAB_RX_BUFS; i++) {
+		ret = post_rx(fab, &fab->bufs[i]);
+		if (ret)
+			goto fail;
+	}
+	FSK_INFO("%s: RDM endpoint open (provider %s, segment %zu, inject %zu, wait fd %d)",
+		 name, info->fabric_attr->prov_name, fab->seg, fab->inject, fab->wait_fd);
+	*out = fab;
+	return 0;
+fail:
+	fab_close(fab);
+	return ret ? ret : -EIO;
+}
+
+int stk_fab_get(const char *prov, struct stk_fab **out)
+{
+	pthread_mutex_lock(&table_lock);
+	for (unsigned i = 0; i < table_count; i++) {
+		if (strcmp(table[i].name, prov) == 0) {
+			*out = table[i].fab;
+			int err = table[i].err;
+			pthread_mutex_unlock(&table_lock);
+			return err;
+		}
+	}
+	if (table_count == FAB_MAX || strlen(prov) >= STK_FAB_NAME_MAX) {
+		pthread_mutex_unlock(&table_lock);
+		return -ENOSPC;
+	}
+	struct stk_fab *fab = NULL;
+	stk_fi_enter();
+	int ret = fab_open(prov, &fab);
+	stk_fi_leave();
+	snprintf(table[table_count].name, STK_FAB_NAME_MAX, "%s", prov);
+	table[table_count].fab = ret ? NULL : fab;
+	table[table_count].err = ret;
+	table_count++;
+	if (ret)
+		stk_count(STK_C_FAB_OPEN_FAILED);
+	*out = ret ? NULL : fab;
+	pthread_mutex_unlock(&table_lock);
+	return ret;
+}
+
+void stk_fab_foreach_open(void (*fn)(struct stk_fab *fab, void *arg), void *arg)
+{
+	struct stk_fab *open[FAB_MAX];
+	unsigned n = 0;
+	pthread_mutex_lock(&table_lock);
+	for (unsigned i = 0; i < table_count; i++)
+		if (table[i].fab)
+			open[n++] = table[i].fab;
+	pthread_mutex_unlock(&table_lock);
+	for (unsigned i = 0; i < n; i++)
+		fn(open[i], arg);
+}

@@ -1,0 +1,91 @@
+/* stk_fab: one libfabric RDM endpoint per process per provider, shared by every
+ * accelerated connection of the process.
+ *
+ * Objects: fabric, domain, AV (FI_AV_TABLE), one CQ (FI_CQ_FORMAT_MSG), one RDM
+ * endpoint (FI_MSG, send-after-send ordering), and one registered slab split in
+ * fixed-size segments: STK_FAB_RX_BUFS receive buffers always posted, and
+ * STK_FAB_TX_BUFS send buffers on a lock-free free list (no malloc per message).
+ * Messages up to the provider's inject size go out with fi_inject (no buffer, no
+ * completion).
+ *
+ * Lifetime: opened lazily by stk_fab_get() on first use, never closed before the
+ * process exits (connections come and go; the endpoint stays).
+ *
+ * Threads: every function is safe from any thread. The CQ is drained by whichever
+ * thread calls stk_fab_progress(); a trylock makes concurrent callers return at
+ * once instead of queueing. Received messages are handed to stk_stream_deliver()
+ * while that lock is held (so stk_fab_quiesce() is a grace period: after it, no
+ * thread is still inside a delivery that started before). Sends take no fab-wide
+ * lock (the domain is opened FI_THREAD_SAFE).
+ *
+ * Errors: -errno (libfabric's -FI_E* codes are errno values). */
+#ifndef STK_FAB_H
+#define STK_FAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <rdma/fabric.h>
+
+#define STK_FAB_NAME_MAX 24   /* provider name incl. NUL, e.g. "tcp;ofi_rxm" */
+#define STK_FAB_ADDR_MAX 128  /* fabric address bytes (fi_getname) */
+#define STK_FAB_SEG_MAX (64u * 1024)
+#define STK_FAB_RX_BUFS 64
+#define STK_FAB_TX_BUFS 128
+
+struct stk_fab;
+
+/* A send buffer from the registered slab. ctx must stay first: libfabric gets
+ * the descriptor itself as the operation context (FI_CONTEXT/FI_CONTEXT2). */
+struct stk_fab_buf {
+	struct fi_context2 ctx;
+	void *data;             /* STK_FAB seg bytes, registered */
+	uint32_t index;
+	uint32_t next;          /* free-list link (index + 1; 0 = end) */
+	bool is_rx;
+	int *outstanding;       /* decremented (atomic) when the send completes; may be NULL */
+};
+
+/* The endpoint for provider name (a cfg name: "shm", "tcp", ...), opened on first
+ * use. The result is cached, failures too (a provider that failed once is not
+ * retried in this process). Returns 0 or -errno (logged once). */
+int stk_fab_get(const char *prov, struct stk_fab **out);
+
+const char *stk_fab_name(const struct stk_fab *fab);   /* cfg name, e.g. "tcp" */
+/* Our own address, with a wildcard IP replaced by local_ip when given (the tcp
+ * provider may report 0.0.0.0; the peer needs an address it can reach). */
+int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *addr,
+		    size_t *len);
+int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr_t *out);
+size_t stk_fab_seg_size(const struct stk_fab *fab);     /* max bytes per message */
+size_t stk_fab_inject_size(const struct stk_fab *fab);
+
+struct stk_fab_buf *stk_fab_buf_get(struct stk_fab *fab);  /* NULL when all in flight */
+void stk_fab_buf_put(struct stk_fab *fab, struct stk_fab_buf *buf);
+/* True when a send buffer is free right now (a hint for readiness). */
+bool stk_fab_tx_available(struct stk_fab *fab);
+
+/* Post len bytes of buf to dest; the buffer returns to the free list when the
+ * send completes. -EAGAIN: provider queue full, progress and retry (buf is still
+ * the caller's). */
+int stk_fab_send(struct stk_fab *fab, struct stk_fab_buf *buf, size_t len, fi_addr_t dest);
+/* Send len ≤ stk_fab_inject_size() bytes from any memory; -EAGAIN as above. */
+int stk_fab_inject(struct stk_fab *fab, const void *msg, size_t len, fi_addr_t dest);
+
+/* Drain up to stk_cfg.batch completions. Returns the number handled (0 when the
+ * CQ was empty or another thread held it). */
+int stk_fab_progress(struct stk_fab *fab);
+/* Wait until no thread is inside a delivery that began before this call. */
+void stk_fab_quiesce(struct stk_fab *fab);
+
+/* Sleep support: the CQ wait fd, or -1 when the provider has none (shm). Before
+ * sleeping on it, stk_fab_trywait() must return true (fi_trywait). */
+int stk_fab_wait_fd(const struct stk_fab *fab);
+bool stk_fab_trywait(struct stk_fab *fab);
+
+/* For each cfg provider name successfully opened so far or now: call fn. */
+void stk_fab_foreach_open(void (*fn)(struct stk_fab *fab, void *arg), void *arg);
+
+#endif

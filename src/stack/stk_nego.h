@@ -1,0 +1,138 @@
+/* stk_nego: the negotiation on the kernel TCP connection, and the marking that
+ * keeps it invisible to plain (non-libfabsock) peers.
+ *
+ * THE PROTOCOL (version 1). Properties P1-P4 of ARCHITECTURE.md hold by these rules:
+ *  1. Client side, before connect(): stk_nego_mark_syn() sets IP_TOS (IPv6:
+ *     IPV6_TCLASS) to STK_NEGO_SYN_TOS, so the SYN carries the mark; after the
+ *     connection is established stk_nego_unmark() restores 0, so only the SYN
+ *     (and the handful of packets sent before unmark) carries it.
+ *  2. Server side, on the listener before the first SYN: stk_nego_listener_prepare()
+ *     sets TCP_SAVE_SYN. On each accepted socket stk_nego_syn_marked() reads
+ *     TCP_SAVED_SYN and checks the TOS / traffic class. Not marked (a plain client,
+ *     a libfabsock client that could not mark, SYN cookies) → kernel, nothing sent:
+ *     the server NEVER speaks first to an unmarked client (P1 for plain clients).
+ *  3. Marked → the server speaks first: HELLO (version, host identity, every
+ *     provider it opened with its fabric address, its slot, connection id and
+ *     initial credits; possibly zero providers), then waits for the REPLY.
+ *  4. The client NEVER writes a byte before it has read a HELLO, so a plain server
+ *     never receives anything it did not expect (P1 for plain servers). It waits for
+ *     the HELLO with MSG_PEEK (a plain server that speaks first, SMTP-like, is
+ *     detected on the first non-matching byte and its bytes stay for the app) at
+ *     most: 5 ms for an unknown destination, 0 for a destination cached as plain
+ *     (TTL STK_NEGO_CACHE_TTL_S), 1 s for one cached as capable (P3).
+ *  5. The client answers every HELLO it read with exactly one REPLY: ACCEPT with
+ *     the chosen provider (shm only when both ends have the same boot id and
+ *     network namespace and both offer it, else the first of stk_cfg.providers the
+ *     server offers and that opens here) and its own address/slot/id/credits, or a
+ *     REJECT status (another version, no common provider, provider init failure).
+ *     Both ends then know the outcome (P2: two libfabsock ends with a common
+ *     provider end up on the fabric).
+ *  6. A HELLO that arrives after the client gave up (slow server, cached plain):
+ *     the client strips it from the start of its stream (stk_nego_strip_late_hello,
+ *     before the app's first read) and, when its app has not written yet, sends a
+ *     REJECT; a server that waits for a REPLY and instead sees bytes that are not
+ *     one (the client app's data) falls back without consuming them. The server
+ *     waits at most STK_NEGO_REPLY_WAIT_MS for the REPLY.
+ *  Every outcome is counted, each distinct fallback reason logged once (P4).
+ *
+ * Wire (little-endian): a 16-byte header stable across versions
+ *   magic[8] = 7f 'f' 's' 'k' 'N' 'E' 'G' 'O', version u16, type u16 (1 HELLO,
+ *   2 REPLY), length u32 (whole message, ≤ STK_NEGO_MSG_MAX)
+ * and, for a REPLY of any version, the first body field status u16 (0 = ACCEPT).
+ * HELLO body: boot_id[16] netns u64 conn_id u64 slot u32 credits u32 nprov u8,
+ *   nprov × (name_len u8, name, addr_len u16, addr).
+ * REPLY body: status u16 boot_id[16] netns u64 conn_id u64 slot u32 credits u32
+ *   name_len u8 name addr_len u16 addr. */
+#ifndef STK_NEGO_H
+#define STK_NEGO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "stack/stk_fab.h"
+
+#define STK_NEGO_VERSION 1
+#define STK_NEGO_SYN_TOS 0x2c          /* DSCP 11 (unassigned), ECN bits 0 */
+#define STK_NEGO_HDR_LEN 16
+#define STK_NEGO_MSG_MAX 2048
+#define STK_NEGO_PROV_MAX 8
+#define STK_NEGO_WAIT_UNKNOWN_MS 5
+#define STK_NEGO_WAIT_CAPABLE_MS 1000
+#define STK_NEGO_REPLY_WAIT_MS 2000
+#define STK_NEGO_CACHE_TTL_S 60
+
+enum stk_nego_type { STK_NEGO_HELLO = 1, STK_NEGO_REPLY = 2 };
+
+enum stk_nego_status {
+	STK_NEGO_ACCEPT = 0,
+	STK_NEGO_REJECT_VERSION = 1,
+	STK_NEGO_REJECT_NO_COMMON = 2,
+	STK_NEGO_REJECT_PROV_INIT = 3,
+	STK_NEGO_REJECT_BAD_HELLO = 4,
+	STK_NEGO_REJECT_LATE = 5,
+};
+
+struct stk_nego_prov {
+	char name[STK_FAB_NAME_MAX];
+	uint16_t addr_len;
+	uint8_t addr[STK_FAB_ADDR_MAX];
+};
+
+struct stk_nego_msg {
+	uint16_t version;
+	uint16_t type;
+	uint16_t status;        /* REPLY only */
+	uint8_t boot_id[16];
+	uint64_t netns;
+	uint64_t conn_id;       /* the id the peer must put on messages to the sender */
+	uint32_t slot;          /* the sender's slot */
+	uint32_t credits;       /* bytes the sender accepts before granting more */
+	unsigned nprov;         /* HELLO: offered; REPLY: 1 when ACCEPT */
+	struct stk_nego_prov prov[STK_NEGO_PROV_MAX];
+};
+
+/* Encode into buf (cap bytes); returns the length or -ENOSPC. */
+ssize_t stk_nego_encode(const struct stk_nego_msg *msg, uint8_t *buf, size_t cap);
+/* Decode the len bytes at buf (possibly a prefix of the stream).
+ * 0: a whole message of *msg_len bytes, *msg filled.
+ * -EAGAIN: so far a valid prefix; more bytes needed (*msg_len set once known).
+ * -EPROTO: not a negotiation message (first bytes differ from the magic).
+ * -EPROTONOSUPPORT: a whole message of another version (*msg_len set; msg->version,
+ *   msg->type, and for a REPLY msg->status filled).
+ * -EBADMSG: our magic and version but malformed (bounds, lengths, counts). */
+int stk_nego_decode(const uint8_t *buf, size_t len, struct stk_nego_msg *msg, size_t *msg_len);
+
+/* This host's identity (boot id, network namespace inode), computed once. */
+void stk_nego_host_identity(uint8_t boot_id[16], uint64_t *netns);
+bool stk_nego_same_host(const struct stk_nego_msg *peer);
+
+/* SYN marking. Return 0 or -errno. */
+int stk_nego_listener_prepare(int listen_fd);
+int stk_nego_mark_syn(int fd, int domain);
+int stk_nego_unmark(int fd, int domain);
+/* 1 when the accepted socket's SYN carried the mark, 0 when not or unknown (no
+ * saved SYN), -errno on a failed call. Reads (and frees) the saved SYN. */
+int stk_nego_syn_marked(int fd);
+
+/* Per-destination outcome cache (IP and port of the server). */
+enum stk_nego_peer { STK_PEER_UNKNOWN, STK_PEER_PLAIN, STK_PEER_CAPABLE };
+enum stk_nego_peer stk_nego_cache_get(const struct sockaddr *dest);
+void stk_nego_cache_put(const struct sockaddr *dest, enum stk_nego_peer state);
+
+/* Client socket that fell back without a HELLO (timeout or cached plain): call
+ * before the app's first read. 1: a HELLO was at the start of the stream and was
+ * removed (and, if !app_wrote, a REJECT sent); 0: the stream does not start with
+ * a HELLO (stop calling); -EAGAIN: undecided yet (no or too few bytes). */
+int stk_nego_strip_late_hello(int fd, bool app_wrote);
+
+/* Blocking helpers on the kernel connection, bounded by timeout_ms. */
+int stk_nego_send_msg(int fd, const struct stk_nego_msg *msg, int timeout_ms);
+/* Read one message: peek until a whole one is there, then consume exactly it.
+ * Returns stk_nego_decode()'s codes (whole messages of another version are
+ * consumed too), -ETIMEDOUT, -ECONNRESET (EOF) or -errno. On -EPROTO nothing is
+ * consumed. */
+int stk_nego_recv_msg(int fd, struct stk_nego_msg *msg, int timeout_ms);
+
+#endif

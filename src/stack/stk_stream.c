@@ -1,0 +1,612 @@
+#include "config.h"
+#include "stack/stk_stream.h"
+#include "stack/stk_config.h"
+#include "stack/stk_counters.h"
+#include "stack/stk_fab.h"
+#include "stack/stk_log.h"
+#include "stack/stk_stream_proto.h"
+#include "stack/stk_sys.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define INJECT_STACK_MAX 4096       /* bytes assembled on the stack for fi_inject */
+#define CLOSE_DRAIN_NS 1000000000ull /* graceful close waits this long at most */
+#define HUP_GRACE_NS 20000000ull    /* kernel EOF before FIN: wait this for the FIN */
+#define SLEEP_MIN_NS 20000ull       /* no wait fd: back-off from 20 µs ... */
+#define SLEEP_MAX_NS 1000000ull     /* ... to 1 ms */
+
+/* Connections by slot. Readers (delivery) load without a lock; writers hold
+ * table_lock; a slot is reused only after stk_fab_quiesce(). */
+static struct stk_conn *conn_table[STK_CONN_MAX];
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t table_hint; /* protected by table_lock */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+			       .tv_nsec = (long)(ns % 1000000000ull) };
+	clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+}
+
+static void progress(struct stk_conn *conn)
+{
+	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
+	if (fab)
+		stk_fab_progress(fab);
+}
+
+/* ---- table ---- */
+
+int stk_conn_create(int fd, size_t window, struct stk_conn **out)
+{
+	if (window < 4096)
+		window = 4096;
+	struct stk_conn *conn = calloc(1, sizeof(*conn));
+	if (!conn)
+		return -ENOMEM;
+	conn->ring = malloc(window);
+	if (!conn->ring) {
+		free(conn);
+		return -ENOMEM;
+	}
+	conn->ring_size = window;
+	conn->fd = fd;
+	pthread_mutex_init(&conn->lock, NULL);
+	/* Ids are random so that a stale message (old slot owner) is never taken for
+	 * a new connection's; 0 is reserved for "none". */
+	do {
+		if (getrandom(&conn->local_id, sizeof(conn->local_id), 0) !=
+		    (ssize_t)sizeof(conn->local_id))
+			conn->local_id = now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)conn;
+	} while (conn->local_id == 0);
+
+	pthread_mutex_lock(&table_lock);
+	for (uint32_t i = 0; i < STK_CONN_MAX; i++) {
+		uint32_t slot = (table_hint + i) % STK_CONN_MAX;
+		if (!conn_table[slot]) {
+			conn->slot = slot;
+			table_hint = slot + 1;
+			__atomic_store_n(&conn_table[slot], conn, __ATOMIC_RELEASE);
+			pthread_mutex_unlock(&table_lock);
+			*out = conn;
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&table_lock);
+	free(conn->ring);
+	free(conn);
+	FSK_WARN("connection table full (%u connections)", STK_CONN_MAX);
+	return -EMFILE;
+}
+
+void stk_conn_connect(struct stk_conn *conn, struct stk_fab *fab, fi_addr_t peer_addr,
+		      uint32_t peer_slot, uint64_t peer_id, uint64_t peer_credits)
+{
+	pthread_mutex_lock(&conn->lock);
+	conn->peer_addr = peer_addr;
+	conn->peer_slot = peer_slot;
+	conn->peer_id = peer_id;
+	conn->tx_credits = peer_credits;
+	__atomic_store_n(&conn->fab, fab, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&conn->lock);
+}
+
+static void fold_stats(struct stk_conn *conn)
+{
+	const char *name = conn->fab ? stk_fab_name(conn->fab) : "";
+	if (strcmp(name, "shm") == 0) {
+		stk_count_add(STK_C_BYTES_TX_SHM, conn->bytes_tx);
+		stk_count_add(STK_C_BYTES_RX_SHM, conn->bytes_rx);
+	} else if (strcmp(name, "tcp") == 0) {
+		stk_count_add(STK_C_BYTES_TX_TCP, conn->bytes_tx);
+		stk_count_add(STK_C_BYTES_RX_TCP, conn->bytes_rx);
+	}
+	stk_count_add(STK_C_MSGS_TX, conn->msgs_tx);
+	stk_count_add(STK_C_MSGS_RX, conn->msgs_rx);
+}
+
+static void free_conn(struct stk_conn *conn)
+{
+	pthread_mutex_destroy(&conn->lock);
+	free(conn->ring);
+	free(conn);
+}
+
+static void quiesce_one(struct stk_fab *fab, void *arg)
+{
+	(void)arg;
+	stk_fab_quiesce(fab);
+}
+
+void stk_conn_destroy(struct stk_conn *conn)
+{
+	pthread_mutex_lock(&table_lock);
+	__atomic_store_n(&conn_table[conn->slot], NULL, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&table_lock);
+	/* A delivery may have loaded the pointer just before: wait it out on every
+	 * endpoint (the connection may not have chosen one yet). */
+	if (conn->fab)
+		stk_fab_quiesce(conn->fab);
+	else
+		stk_fab_foreach_open(quiesce_one, NULL);
+	free_conn(conn);
+}
+
+/* ---- receive side (delivery) ---- */
+
+static void ring_put(struct stk_conn *conn, const uint8_t *src, size_t len)
+{
+	size_t tail = (conn->ring_head + conn->ring_count) % conn->ring_size;
+	size_t first = conn->ring_size - tail;
+	if (first > len)
+		first = len;
+	memcpy(conn->ring + tail, src, first);
+	memcpy(conn->ring, src + first, len - first);
+	conn->ring_count += len;
+}
+
+/* Copy len bytes from offset 0 of the buffered data (does not consume). */
+static void ring_peek(const struct stk_conn *conn, uint8_t *dst, size_t len)
+{
+	size_t first = conn->ring_size - conn->ring_head;
+	if (first > len)
+		first = len;
+	memcpy(dst, conn->ring + conn->ring_head, first);
+	memcpy(dst + first, conn->ring, len - first);
+}
+
+static void protocol_reset(struct stk_conn *conn, const char *why)
+{
+	if (!conn->reset) {
+		FSK_WARN("fd %d: fabric connection reset: %s", conn->fd, why);
+		stk_count(STK_C_CONN_RESETS);
+	}
+	conn->reset = true;
+	conn->ring_count = 0;
+}
+
+void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
+{
+	(void)fab;
+	struct stk_msg_hdr hdr;
+	if (len < sizeof(hdr)) {
+		stk_count(STK_C_FAB_STRAY_MSGS);
+		return;
+	}
+	memcpy(&hdr, msg, sizeof(hdr));
+	uint32_t slot = le32toh(hdr.slot);
+	if (slot >= STK_CONN_MAX) {
+		stk_count(STK_C_FAB_STRAY_MSGS);
+		return;
+	}
+	struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
+	if (!conn || conn->local_id != le64toh(hdr.conn_id)) {
+		stk_count(STK_C_FAB_STRAY_MSGS);
+		return;
+	}
+	uint16_t flags = le16toh(hdr.flags);
+	uint32_t hlen = le32toh(hdr.len);
+	size_t payload = len - sizeof(hdr);
+	pthread_mutex_lock(&conn->lock);
+	if (conn->reset) {
+		/* already dead: drop */
+	} else if (le32toh(hdr.seq) != conn->rx_seq) {
+		protocol_reset(conn, "sequence gap");
+	} else {
+		conn->rx_seq++;
+		conn->msgs_rx++;
+		if (flags & STK_MSG_RST) {
+			if (!conn->reset)
+				stk_count(STK_C_CONN_RESETS);
+			conn->reset = true;
+			conn->ring_count = 0;
+		} else {
+			if (flags & STK_MSG_DATA) {
+				if (hlen != payload || conn->fin_rcvd)
+					protocol_reset(conn, "bad data message");
+				else if (payload > conn->ring_size - conn->ring_count)
+					protocol_reset(conn, "peer exceeded its credit");
+				else if (!conn->rd_shut) {
+					ring_put(conn, (const uint8_t *)msg + sizeof(hdr), payload);
+					conn->bytes_rx += payload;
+				} else {
+					/* SHUT_RD: the kernel discards too; give the credit back. */
+					conn->credit_owed += payload;
+				}
+			}
+			if (flags & STK_MSG_CREDIT)
+				conn->tx_credits += hlen;
+			if (flags & STK_MSG_FIN)
+				conn->fin_rcvd = true;
+			if (flags & STK_MSG_CLOSE)
+				conn->peer_closed = true;
+		}
+	}
+	pthread_mutex_unlock(&conn->lock);
+}
+
+/* ---- transmit side ---- */
+
+/* Post one message (lock held). payload may be NULL when plen is 0. With
+ * tracked, a registered buffer is always used and counted in tx_outstanding so
+ * close can wait for it to leave. Returns 0 or -EAGAIN/-errno. */
+static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field,
+		       const void *payload, size_t plen, bool tracked)
+{
+	struct stk_fab *fab = conn->fab;
+	struct stk_msg_hdr hdr = {
+		.conn_id = htole64(conn->peer_id),
+		.slot = htole32(conn->peer_slot),
+		.seq = htole32(conn->tx_seq),
+		.len = htole32(len_field),
+		.flags = htole16(flags),
+	};
+	size_t total = sizeof(hdr) + plen;
+	int ret;
+	if (!tracked && total <= stk_fab_inject_size(fab) && total <= INJECT_STACK_MAX) {
+		uint8_t tmp[INJECT_STACK_MAX];
+		memcpy(tmp, &hdr, sizeof(hdr));
+		if (plen)
+			memcpy(tmp + sizeof(hdr), payload, plen);
+		ret = stk_fab_inject(fab, tmp, total, conn->peer_addr);
+	} else {
+		struct stk_fab_buf *buf = stk_fab_buf_get(fab);
+		if (!buf)
+			return -EAGAIN;
+		memcpy(buf->data, &hdr, sizeof(hdr));
+		if (plen)
+			memcpy((uint8_t *)buf->data + sizeof(hdr), payload, plen);
+		buf->outstanding = &conn->tx_outstanding;
+		__atomic_fetch_add(&conn->tx_outstanding, 1, __ATOMIC_RELAXED);
+		ret = stk_fab_send(fab, buf, total, conn->peer_addr);
+		if (ret) {
+			__atomic_fetch_sub(&conn->tx_outstanding, 1, __ATOMIC_RELAXED);
+			stk_fab_buf_put(fab, buf);
+		}
+	}
+	if (ret)
+		return ret == -FI_EAGAIN ? -EAGAIN : ret;
+	conn->tx_seq++;
+	conn->msgs_tx++;
+	return 0;
+}
+
+/* Give consumed bytes back to the sender, batched (lock held). */
+static void grant_credit(struct stk_conn *conn, bool force)
+{
+	if (!conn->fab || conn->reset || conn->peer_closed || conn->credit_owed == 0)
+		return;
+	if (!force && conn->credit_owed < conn->ring_size / 4)
+		return;
+	uint64_t grant = conn->credit_owed;
+	if (grant > UINT32_MAX)
+		grant = UINT32_MAX;
+	if (post_locked(conn, STK_MSG_CREDIT, (uint32_t)grant, NULL, 0, false) == 0)
+		conn->credit_owed -= grant;
+	/* else: retried by the next recv, poll or wait */
+}
+
+/* Send a control message, waiting (bounded) for provider room. */
+static int post_control(struct stk_conn *conn, uint16_t flags, bool tracked)
+{
+	uint64_t deadline = now_ns() + CLOSE_DRAIN_NS;
+	for (;;) {
+		pthread_mutex_lock(&conn->lock);
+		int ret = post_locked(conn, flags, 0, NULL, 0, tracked);
+		pthread_mutex_unlock(&conn->lock);
+		if (ret != -EAGAIN)
+			return ret;
+		if (now_ns() > deadline)
+			return -ETIMEDOUT;
+		progress(conn);
+		cpu_relax();
+	}
+}
+
+ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
+{
+	bool nonblock = conn->nonblock || (flags & MSG_DONTWAIT);
+	bool retried = false;
+	const uint8_t *src = buf;
+	size_t sent = 0;
+	if (!conn->fab)
+		return -ENOTCONN;
+	size_t seg_payload = stk_fab_seg_size(conn->fab) - sizeof(struct stk_msg_hdr);
+	for (;;) {
+		int err = 0;
+		pthread_mutex_lock(&conn->lock);
+		if (conn->reset) {
+			/* as the kernel: ECONNRESET once, EPIPE afterwards */
+			err = conn->reset_reported ? -EPIPE : -ECONNRESET;
+			conn->reset_reported = true;
+		} else if (conn->fin_sent || conn->peer_closed) {
+			err = -EPIPE;
+		} else {
+			while (sent < len && conn->tx_credits > 0) {
+				size_t chunk = len - sent;
+				if (chunk > conn->tx_credits)
+					chunk = (size_t)conn->tx_credits;
+				if (chunk > seg_payload)
+					chunk = seg_payload;
+				int ret = post_locked(conn, STK_MSG_DATA, (uint32_t)chunk,
+						      src + sent, chunk, false);
+				if (ret == -EAGAIN)
+					break;
+				if (ret) {
+					err = ret;
+					break;
+				}
+				conn->tx_credits -= chunk;
+				conn->bytes_tx += chunk;
+				sent += chunk;
+			}
+		}
+		pthread_mutex_unlock(&conn->lock);
+		if (sent == len)
+			return (ssize_t)sent;
+		if (err)
+			return sent ? (ssize_t)sent : err;
+		if (nonblock && sent)
+			return (ssize_t)sent;
+		progress(conn);
+		if (nonblock) {
+			/* one retry after progress: credits or buffers may have come back */
+			if (retried)
+				return -EAGAIN;
+			retried = true;
+			continue;
+		}
+		stk_conn_wait(conn, POLLOUT, -1);
+	}
+}
+
+ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
+{
+	bool nonblock = conn->nonblock || (flags & MSG_DONTWAIT);
+	bool peek = flags & MSG_PEEK;
+	bool waitall = flags & MSG_WAITALL;
+	uint8_t *dst = buf;
+	size_t got = 0;
+	if (len == 0)
+		return 0;
+	for (;;) {
+		progress(conn);
+		pthread_mutex_lock(&conn->lock);
+		if (conn->reset) {
+			bool first = !conn->reset_reported;
+			conn->reset_reported = true;
+			pthread_mutex_unlock(&conn->lock);
+			/* as the kernel: ECONNRESET once, then EOF */
+			return got ? (ssize_t)got : first ? -ECONNRESET : 0;
+		}
+		size_t n;
+		if (peek) {
+			n = conn->ring_count < len ? conn->ring_count : len;
+			ring_peek(conn, dst, n);
+			got = n;
+		} else {
+			n = conn->ring_count < len - got ? conn->ring_count : len - got;
+			ring_peek(conn, dst + got, n);
+			conn->ring_head = (conn->ring_head + n) % conn->ring_size;
+			conn->ring_count -= n;
+			conn->credit_owed += n;
+			got += n;
+			grant_credit(conn, false);
+		}
+		bool eof = (conn->fin_rcvd && conn->ring_count == 0) || conn->rd_shut;
+		bool done = got == len || (got > 0 && !waitall) || eof;
+		pthread_mutex_unlock(&conn->lock);
+		if (done)
+			return (ssize_t)got;
+		if (nonblock)
+			return got ? (ssize_t)got : -EAGAIN;
+		stk_conn_wait(conn, POLLIN, -1);
+	}
+}
+
+size_t stk_conn_readable(struct stk_conn *conn)
+{
+	progress(conn);
+	pthread_mutex_lock(&conn->lock);
+	size_t n = conn->ring_count;
+	pthread_mutex_unlock(&conn->lock);
+	return n;
+}
+
+int stk_shutdown(struct stk_conn *conn, int how)
+{
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	if (how != SHUT_WR) {
+		pthread_mutex_lock(&conn->lock);
+		conn->rd_shut = true;
+		conn->credit_owed += conn->ring_count;
+		conn->ring_count = 0;
+		grant_credit(conn, true);
+		pthread_mutex_unlock(&conn->lock);
+	}
+	if (how == SHUT_RD)
+		return 0;
+	pthread_mutex_lock(&conn->lock);
+	bool need = !conn->fin_sent && !conn->reset && conn->fab;
+	conn->fin_sent = true;
+	pthread_mutex_unlock(&conn->lock);
+	if (!need)
+		return 0;
+	return post_control(conn, STK_MSG_FIN, false);
+}
+
+/* ---- liveness, readiness, waiting ---- */
+
+/* The kernel connection said something (readable/hup): after the negotiation
+ * nothing is ever sent on it, so it is EOF or an error, i.e. the peer closed its
+ * socket or died. A graceful close sends FIN|CLOSE on the fabric first; give it a
+ * short grace to arrive, else the peer died: reset. */
+static void check_liveness(struct stk_conn *conn)
+{
+	char byte;
+	ssize_t n = stk_sys.recv(conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	uint64_t deadline = now_ns() + HUP_GRACE_NS;
+	for (;;) {
+		progress(conn);
+		pthread_mutex_lock(&conn->lock);
+		bool settled = conn->reset || (conn->fin_rcvd && conn->peer_closed);
+		if (settled || now_ns() > deadline) {
+			if (!settled)
+				protocol_reset(conn, n > 0 ? "bytes on the liveness channel"
+							   : "peer closed its kernel socket without FIN (peer died)");
+			conn->peer_closed = true;
+			pthread_mutex_unlock(&conn->lock);
+			return;
+		}
+		pthread_mutex_unlock(&conn->lock);
+		sleep_ns(SLEEP_MIN_NS);
+	}
+}
+
+void stk_conn_check_liveness(struct stk_conn *conn)
+{
+	check_liveness(conn);
+}
+
+short stk_poll_events(struct stk_conn *conn)
+{
+	progress(conn);
+	short ev = 0;
+	pthread_mutex_lock(&conn->lock);
+	grant_credit(conn, false);
+	if (conn->ring_count || conn->fin_rcvd || conn->reset || conn->rd_shut)
+		ev |= POLLIN;
+	if (conn->fin_rcvd)
+		ev |= POLLRDHUP;
+	if (conn->reset || conn->peer_closed || conn->fin_sent ||
+	    (conn->fab && conn->tx_credits > 0 && stk_fab_tx_available(conn->fab)))
+		ev |= POLLOUT;
+	if (conn->reset || (conn->fin_rcvd && conn->fin_sent))
+		ev |= POLLHUP;
+	if (conn->reset)
+		ev |= POLLERR;
+	pthread_mutex_unlock(&conn->lock);
+	return ev;
+}
+
+/* Sleeping: with a CQ wait fd (tcp) we ppoll it together with the kernel
+ * connection after fi_trywait; without one (shm has none on this machine) we
+ * ppoll the kernel connection alone with a timeout growing from 20 µs to 1 ms,
+ * so an idle waiter wakes at most 1000 times a second (a shared-memory doorbell
+ * would remove that and is future work). */
+short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms)
+{
+	events |= POLLERR | POLLHUP;
+	uint64_t start = now_ns();
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t spin_end = start + (uint64_t)stk_cfg.spin_us * 1000ull;
+	uint64_t backoff = SLEEP_MIN_NS;
+	for (;;) {
+		short ev = stk_poll_events(conn) & events;
+		if (ev)
+			return ev;
+		uint64_t now = now_ns();
+		if (now >= deadline)
+			return 0;
+		if (now < spin_end) {
+			cpu_relax();
+			continue;
+		}
+		struct pollfd pfd[2] = { { .fd = conn->fd, .events = POLLIN | POLLRDHUP } };
+		nfds_t nfds = 1;
+		uint64_t sleep = deadline - now;
+		struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
+		int wfd = fab ? stk_fab_wait_fd(fab) : -1;
+		if (wfd >= 0) {
+			if (!stk_fab_trywait(fab))
+				continue; /* completions pending: progress again */
+			pfd[1].fd = wfd;
+			pfd[1].events = POLLIN;
+			nfds = 2;
+			if (sleep > 1000000000ull)
+				sleep = 1000000000ull;
+		} else {
+			if (sleep > backoff)
+				sleep = backoff;
+			if (backoff < SLEEP_MAX_NS)
+				backoff *= 2;
+		}
+		struct timespec ts = { .tv_sec = (time_t)(sleep / 1000000000ull),
+				       .tv_nsec = (long)(sleep % 1000000000ull) };
+		int n;
+		if (stk_sys.ppoll)
+			n = stk_sys.ppoll(pfd, nfds, &ts, NULL);
+		else
+			n = stk_sys.poll(pfd, nfds, (int)((sleep + 999999) / 1000000));
+		if (n > 0 && pfd[0].revents)
+			check_liveness(conn);
+	}
+}
+
+/* ---- close ---- */
+
+int stk_close(struct stk_conn *conn, bool abortive)
+{
+	int ret = 0;
+	pthread_mutex_lock(&conn->lock);
+	bool can_send = conn->fab && !conn->reset;
+	bool rst = abortive || conn->ring_count > 0;
+	uint16_t flags = rst ? STK_MSG_RST : (conn->fin_sent ? 0 : STK_MSG_FIN) | STK_MSG_CLOSE;
+	conn->fin_sent = true;
+	pthread_mutex_unlock(&conn->lock);
+	if (can_send) {
+		ret = post_control(conn, flags, true);
+		/* Data written before close is delivered, like the kernel does: wait
+		 * (bounded) until every registered send has left. */
+		uint64_t deadline = now_ns() + CLOSE_DRAIN_NS;
+		while (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0 &&
+		       now_ns() < deadline) {
+			progress(conn);
+			sleep_ns(SLEEP_MIN_NS);
+		}
+	}
+	if (rst) {
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+		stk_sys.setsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	}
+	stk_sys.close(conn->fd);
+	pthread_mutex_lock(&conn->lock);
+	fold_stats(conn);
+	pthread_mutex_unlock(&conn->lock);
+	if (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0) {
+		/* A provider still owns a buffer that points at this connection: keep
+		 * the memory (a bounded leak) rather than let a completion write freed
+		 * memory. */
+		FSK_WARN("fd %d: close: sends still in flight after 1 s; connection leaked",
+			 conn->fd);
+		pthread_mutex_lock(&table_lock);
+		__atomic_store_n(&conn_table[conn->slot], NULL, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&table_lock);
+		return ret ? ret : -ETIMEDOUT;
+	}
+	stk_conn_destroy(conn);
+	return ret;
+}

@@ -1,0 +1,117 @@
+/* stk_stream: a TCP-like byte stream over the process's shared RDM endpoint.
+ *
+ * Wire (stk_stream_proto.h): every fabric message starts with a header naming
+ * the receiver's slot and the receiver's 64-bit connection id (both learnt in the
+ * negotiation; a message whose id does not match the slot's is dropped and
+ * counted), a per-direction sequence number (checked: a gap resets the
+ * connection), flags DATA / CREDIT / FIN / CLOSE / RST and a length.
+ *
+ * Receive: delivered DATA is copied at once into the connection's receive ring
+ * (window_bytes long) and the fabric buffer is reposted, so the shared pool never
+ * starves and memory per connection is bounded by the ring. Flow control is in
+ * bytes: the peer may send only what we granted (initially the ring size); we give
+ * credit back as the application consumes, batched by a quarter of the window.
+ *
+ * Send: bytes are copied into registered segments (or injected when small) and
+ * posted at once; a send never exceeds the peer's credit. Blocking sends wait for
+ * credit; non-blocking ones return what fitted, or -EAGAIN.
+ *
+ * Close semantics (as kernel TCP): shutdown(SHUT_WR) sends FIN (peer reads EOF
+ * after the data); close sends FIN|CLOSE (peer's later sends fail with EPIPE), or
+ * RST when abortive or when unread data remains (peer sees ECONNRESET). When the
+ * kernel connection (the liveness channel) reports EOF/error without a FIN having
+ * arrived, the peer died: ECONNRESET.
+ *
+ * Threads: one mutex per connection (never held across progress or a sleep);
+ * distinct connections never share a lock on the data path. Two threads on one
+ * connection are safe (bytes of concurrent sends are not interleaved within one
+ * message but whole calls may interleave, as with the kernel). */
+#ifndef STK_STREAM_H
+#define STK_STREAM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <rdma/fabric.h>
+
+struct stk_fab;
+
+#define STK_CONN_MAX 65536  /* slots per process (connection table size) */
+
+struct stk_conn {
+	pthread_mutex_t lock;
+	/* set once at creation / negotiation, read-only afterwards */
+	int fd;                   /* the kernel connection: liveness channel */
+	uint32_t slot;            /* ours: peers address us by it */
+	uint64_t local_id;        /* id peers put on messages to us */
+	struct stk_fab *fab;      /* NULL until the provider is chosen */
+	fi_addr_t peer_addr;
+	uint32_t peer_slot;
+	uint64_t peer_id;
+	bool nonblock;            /* default for stk_send/stk_recv without MSG_DONTWAIT */
+
+	/* protected by lock: transmit side */
+	uint32_t tx_seq;
+	uint64_t tx_credits;      /* bytes the peer still accepts */
+	bool fin_sent;            /* SHUT_WR done */
+	bool close_sent;
+	int tx_outstanding;       /* atomic: registered sends not completed yet */
+
+	/* protected by lock: receive side */
+	uint32_t rx_seq;
+	uint8_t *ring;
+	size_t ring_size;
+	size_t ring_head;         /* next byte the app reads */
+	size_t ring_count;        /* bytes buffered */
+	uint64_t credit_owed;     /* consumed bytes not yet granted back */
+	bool fin_rcvd;            /* EOF after the buffered data */
+	bool peer_closed;         /* peer closed completely: sends get EPIPE */
+	bool reset;               /* RST received / peer died / protocol error */
+	bool rd_shut;             /* shutdown(SHUT_RD) */
+	bool reset_reported;      /* ECONNRESET returned once already */
+
+	/* statistics, folded into the process counters at close; protected by lock */
+	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
+};
+
+/* Create a connection in the table with a fresh random id and a receive ring of
+ * window bytes. Messages for it are accepted from now on (before negotiation
+ * ends). Returns 0 or -errno. */
+int stk_conn_create(int fd, size_t window, struct stk_conn **out);
+/* Bind a created connection to its peer (after the negotiation). */
+void stk_conn_connect(struct stk_conn *conn, struct stk_fab *fab, fi_addr_t peer_addr,
+		      uint32_t peer_slot, uint64_t peer_id, uint64_t peer_credits);
+/* Remove from the table and free (no message sent; the kernel fd is not closed). */
+void stk_conn_destroy(struct stk_conn *conn);
+
+/* Called by stk_fab_progress (cq lock held) for every received message. */
+void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len);
+
+/* Data path, POSIX-shaped; return bytes or -errno. flags: MSG_PEEK, MSG_WAITALL,
+ * MSG_DONTWAIT (send: MSG_DONTWAIT; MSG_NOSIGNAL is the caller's business: we
+ * never raise SIGPIPE, the preload does when the app did not ask otherwise). */
+ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags);
+ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags);
+/* how: SHUT_RD, SHUT_WR, SHUT_RDWR. */
+int stk_shutdown(struct stk_conn *conn, int how);
+/* Graceful (FIN|CLOSE after the data, waits ≤ 1 s for it to leave) or abortive
+ * (RST). Closes the kernel fd too and frees conn. */
+int stk_close(struct stk_conn *conn, bool abortive);
+
+/* Readiness now (drives progress once): POLLIN, POLLOUT, POLLRDHUP, POLLHUP,
+ * POLLERR as poll(2) would report them for a TCP socket. */
+short stk_poll_events(struct stk_conn *conn);
+/* Wait until stk_poll_events() & events or timeout_ms (-1: forever). Spins
+ * stk_cfg.spin_us, then sleeps in the kernel (see stk_stream.c for how).
+ * Returns the events, 0 on timeout. */
+short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms);
+/* The kernel connection is readable or hung up (the preload's epoll saw it):
+ * decide whether the peer closed or died. Never blocks more than 20 ms. */
+void stk_conn_check_liveness(struct stk_conn *conn);
+/* Bytes readable now (FIONREAD). */
+size_t stk_conn_readable(struct stk_conn *conn);
+
+#endif

@@ -1,0 +1,25 @@
+/* stk_stream_proto: the stream header on every fabric message (version 1).
+ * Little-endian on the wire; 24 bytes, followed by len payload bytes (DATA). */
+#ifndef STK_STREAM_PROTO_H
+#define STK_STREAM_PROTO_H
+
+#include <stdint.h>
+
+enum {
+	STK_MSG_DATA = 1u << 0,   /* len payload bytes follow */
+	STK_MSG_CREDIT = 1u << 1, /* the receiver grants len more bytes */
+	STK_MSG_FIN = 1u << 2,    /* no more data from the sender (after this message) */
+	STK_MSG_CLOSE = 1u << 3,  /* the sender closed: it will read nothing more */
+	STK_MSG_RST = 1u << 4,    /* abortive close: discard everything, ECONNRESET */
+};
+
+struct stk_msg_hdr {
+	uint64_t conn_id;  /* receiver's connection id (from the negotiation) */
+	uint32_t slot;     /* receiver's slot */
+	uint32_t seq;      /* per direction, +1 per message, checked */
+	uint32_t len;      /* DATA: payload bytes; CREDIT: bytes granted */
+	uint16_t flags;    /* STK_MSG_* */
+	uint16_t reserved; /* 0 */
+} __attribute__((packed));
+
+#endif
