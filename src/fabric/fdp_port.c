@@ -136,6 +136,9 @@ static int port_configure(struct fdp_port *p)
 		nb_rx = nb_tx = RING_SIZE;
 
 	nb_mbufs = 2u * nb_rx + 2u * nb_tx + 1024;
+	/* af_packet refuses mbufs smaller than its 2 KiB ring frames */
+	if (frame_max < RTE_MBUF_DEFAULT_DATAROOM)
+		frame_max = RTE_MBUF_DEFAULT_DATAROOM;
 	snprintf(pool_name, sizeof(pool_name), "fdp_pool_%u", p->port_id);
 	p->pool = rte_pktmbuf_pool_create(pool_name, nb_mbufs, 0, 0,
 		(uint16_t)(RTE_PKTMBUF_HEADROOM + frame_max), (int)rte_socket_id());

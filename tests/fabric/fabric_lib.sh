@@ -50,3 +50,58 @@ fdp_pingpong() {
 	fi
 	rm -f "$slog" "$clog"
 }
+
+# fdp_netns_run PMD: two network namespaces, each with its own DPDK port on
+# one end of a veth pair (no kernel address on it), plus a second veth pair
+# with kernel addresses for fi_pingpong's TCP control channel (an XDP
+# program takes every frame of its interface, so the control channel must
+# not share it). Runs dgram and rdm (dpdk;ofi_rxd) pingpongs.
+fdp_netns_run() {
+	pmd=$1
+	id=$$
+	nsa=fdpa$id nsb=fdpb$id
+	command -v ip >/dev/null 2>&1 || fdp_skip "iproute2 (ip) not installed"
+	if ! ip netns add "$nsa" 2>/dev/null; then
+		fdp_skip "cannot create network namespaces here (need root / CAP_SYS_ADMIN)"
+	fi
+	trap 'ip netns del '"$nsa"' 2>/dev/null; ip netns del '"$nsb"' 2>/dev/null' EXIT INT TERM
+	ip netns add "$nsb" || fdp_fail "ip netns add $nsb"
+	ip link add "fd$id" type veth peer name "fe$id" || fdp_fail "veth (data)"
+	ip link add "fc$id" type veth peer name "ff$id" || fdp_fail "veth (control)"
+	ip link set "fd$id" netns "$nsa" && ip link set "fc$id" netns "$nsa" &&
+	ip link set "fe$id" netns "$nsb" && ip link set "ff$id" netns "$nsb" ||
+		fdp_fail "moving veths into namespaces"
+	for ns in $nsa $nsb; do ip -n "$ns" link set lo up; done
+	ip -n "$nsa" link set "fd$id" up && ip -n "$nsb" link set "fe$id" up &&
+	ip -n "$nsa" link set "fc$id" up && ip -n "$nsb" link set "ff$id" up ||
+		fdp_fail "links up"
+	ip -n "$nsa" addr add 198.19.1.1/24 dev "fc$id" &&
+	ip -n "$nsb" addr add 198.19.1.2/24 dev "ff$id" || fdp_fail "control addresses"
+
+	srv="FI_DPDK_DEVICE=net_${pmd}0,iface=fd$id FI_DPDK_IP=198.18.2.1/24"
+	cli="FI_DPDK_DEVICE=net_${pmd}0,iface=fe$id FI_DPDK_IP=198.18.2.2/24"
+	if [ "$pmd" = af_xdp ]; then
+		# Probe: can this kernel attach an XDP socket to a veth here?
+		out=$(ip netns exec "$nsa" env $srv FI_LOG_LEVEL=warn timeout 20 \
+			"$top_builddir/tests/fabric/fdp_open" 2>&1)
+		if [ $? -ne 0 ]; then
+			echo "$out" | grep -v '^libfabric:.*core:' | tail -5
+			fdp_skip "net_af_xdp cannot open a port on a veth in this kernel/container"
+		fi
+	fi
+	if [ "$pmd" = af_xdp ]; then
+		# XDP in generic (copy) mode on a veth drops the odd frame while
+		# its fill ring refills; fi_pingpong's dgram mode has no retry
+		# and would hang on one loss, so only the reliable RDM runs here.
+		echo "(af_xdp: dgram pingpong not run: a single lost frame hangs it)"
+		fdp_pingpong "$pmd rdm (dpdk;ofi_rxd), integrity checked" "dpdk;ofi_rxd" rdm 4k \
+			"$srv" "$cli" "ip netns exec $nsa" "ip netns exec $nsb" 198.19.1.1 \
+			"$(fdp_oob_port 12)" -I 20 -c -S 4096
+	else
+		fdp_pingpong "$pmd dgram" dpdk dgram 1k "$srv" "$cli" "ip netns exec $nsa" \
+			"ip netns exec $nsb" 198.19.1.1 "$(fdp_oob_port 11)" -I 200
+		fdp_pingpong "$pmd rdm (dpdk;ofi_rxd)" "dpdk;ofi_rxd" rdm 1m "$srv" "$cli" \
+			"ip netns exec $nsa" "ip netns exec $nsb" 198.19.1.1 "$(fdp_oob_port 12)" -I 20
+	fi
+	echo "PASS"
+}

@@ -17,9 +17,19 @@ tests_fabric_test_fdp_dgram_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAG
 tests_fabric_test_fdp_dgram_LDADD = $(FABRIC_LIBS) $(CHECK_LIBS)
 EXTRA_tests_fabric_test_fdp_dgram_DEPENDENCIES = src/fabric/libdpdk-fi.la
 
-# Two processes over a net_memif pair with fi_pingpong.
-TESTS += tests/fabric/fabric_pingpong_memif.sh
-EXTRA_DIST += tests/fabric/fabric_lib.sh tests/fabric/fabric_pingpong_memif.sh
+# Probe program: open fabric/domain/endpoint as FI_DPDK_* say.
+check_PROGRAMS += tests/fabric/fdp_open
+tests_fabric_fdp_open_SOURCES = tests/fabric/fdp_open.c
+tests_fabric_fdp_open_CFLAGS = $(AM_CFLAGS) $(FABRIC_CFLAGS)
+tests_fabric_fdp_open_LDADD = $(FABRIC_LIBS)
+
+# fi_pingpong between two processes: a net_memif pair; two network
+# namespaces on a veth pair with net_af_packet and net_af_xdp.
+TESTS += tests/fabric/fabric_pingpong_memif.sh \
+	tests/fabric/fabric_netns_af_packet.sh \
+	tests/fabric/fabric_netns_af_xdp.sh
+EXTRA_DIST += tests/fabric/fabric_lib.sh tests/fabric/fabric_pingpong_memif.sh \
+	tests/fabric/fabric_netns_af_packet.sh tests/fabric/fabric_netns_af_xdp.sh
 
 # tests of the reliability/RDM engine
 include tests/fabric/rel.mk
