@@ -56,6 +56,7 @@ BH_TESTS = \
 	tests/behav/errors.sh tests/behav/fork.sh tests/behav/sendfile.sh \
 	tests/behav/unix.sh tests/behav/fortify.sh tests/behav/signal.sh \
 	tests/behav/threads.sh tests/behav/addr.sh \
-	tests/behav/badconfig.sh tests/behav/coverage.sh
+	tests/behav/badconfig.sh tests/behav/coverage.sh \
+	tests/behav/manpages.sh
 TESTS += $(BH_TESTS)
 EXTRA_DIST += $(BH_TESTS) tests/lib/common.sh tests/lib/behav.sh
