@@ -31,5 +31,21 @@ TESTS += tests/fabric/fabric_pingpong_memif.sh \
 EXTRA_DIST += tests/fabric/fabric_lib.sh tests/fabric/fabric_pingpong_memif.sh \
 	tests/fabric/fabric_netns_af_packet.sh tests/fabric/fabric_netns_af_xdp.sh
 
+# libFuzzer target of the frame parser, built with clang when configure
+# found it, run for a bounded time (SKIP otherwise).
+if HAVE_CLANG
+check_SCRIPTS += tests/fabric/fuzz_frame
+endif
+tests/fabric/fuzz_frame: $(top_srcdir)/tests/fabric/fuzz_frame.c \
+		$(top_srcdir)/src/fabric/fdp_frame.c $(top_srcdir)/src/fabric/fdp_frame.h \
+		$(top_srcdir)/src/fabric/fdp_proto.h
+	@$(MKDIR_P) tests/fabric
+	$(AM_V_CCLD)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined \
+		-I$(top_srcdir)/src -I$(top_builddir) -o $@ \
+		$(top_srcdir)/tests/fabric/fuzz_frame.c $(top_srcdir)/src/fabric/fdp_frame.c
+CLEANFILES += tests/fabric/fuzz_frame
+TESTS += tests/fabric/fabric_fuzz_frame.sh
+EXTRA_DIST += tests/fabric/fuzz_frame.c tests/fabric/fabric_fuzz_frame.sh
+
 # tests of the reliability/RDM engine
 include tests/fabric/rel.mk
