@@ -38,6 +38,7 @@ src_fabric_libdpdk_fi_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared 
 src_fabric_libdpdk_fi_la_LIBADD = src/fabric/libfdpcore.la $(FABRIC_LIBS) $(DPDK_LIBS)
 EXTRA_src_fabric_libdpdk_fi_la_DEPENDENCIES = src/fabric/fdp.map
 EXTRA_DIST += src/fabric/fdp.map
+dist_man_MANS += man/fi_dpdk.7
 
 # The reliability/RDM engine appends to the provider's sources here.
 include src/fabric/rel.mk
