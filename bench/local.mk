@@ -6,6 +6,7 @@ include bench/fabric.mk
 # `make bench` runs both; they are never part of `make check`.
 noinst_PROGRAMS += bench/overhead
 bench_overhead_SOURCES = bench/overhead.c
+bench_overhead_LDADD = -ldl
 EXTRA_DIST += bench/overhead.sh bench/demo.sh
 
 .PHONY: bench bench-overhead bench-demo
