@@ -1,6 +1,7 @@
 # tests/real: real programs under the launcher in pass-through mode (curl and
-# python3 http.server, socat, sockperf). Each proves the preload was loaded
-# and checks the bytes; a missing tool is a SKIP with the reason.
-REAL_TESTS = tests/real/curl.sh tests/real/socat.sh tests/real/sockperf.sh
+# python3 http.server, socat, sockperf, redis). Each proves the preload was
+# loaded and checks the bytes; a missing tool is a SKIP with the reason.
+REAL_TESTS = tests/real/curl.sh tests/real/socat.sh tests/real/sockperf.sh \
+	tests/real/redis.sh
 TESTS += $(REAL_TESTS)
 EXTRA_DIST += $(REAL_TESTS)
