@@ -308,6 +308,9 @@ int fdp_msg_inject(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const struct
 		size_t hl = f == 0 ? FDP_MSG_HDR_LEN : 0;
 		size_t n = fp - hl;
 
+		if (!buf)
+			return -FI_EAGAIN; /* only at f == 0: no send ring (out of memory) */
+
 		if (n > len - done)
 			n = len - done;
 		if (f == 0)

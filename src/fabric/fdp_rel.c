@@ -54,6 +54,7 @@ void fdp_rel_cfg_default(struct fdp_rel_cfg *cfg)
 		.unreach_ns = 2000ull * 1000 * 1000,
 		.session = 1,
 		.isn = 0,
+		.max_rx_rings = 64,
 	};
 }
 
@@ -68,7 +69,8 @@ int fdp_rel_init(struct fdp_rel *rel, const struct fdp_rel_cfg *cfg,
 		return -FI_EINVAL;
 	if (cfg->session == 0 || cfg->ack_every == 0 || cfg->dupack_thresh == 0)
 		return -FI_EINVAL;
-	if (cfg->rto_min_ns == 0 || cfg->rto_min_ns > cfg->rto_max_ns || cfg->unreach_ns == 0)
+	if (cfg->rto_min_ns == 0 || cfg->rto_min_ns > cfg->rto_max_ns || cfg->unreach_ns == 0 ||
+	    cfg->max_rx_rings == 0)
 		return -FI_EINVAL;
 	memset(rel, 0, sizeof(*rel));
 	rel->cfg = *cfg;
@@ -82,6 +84,17 @@ int fdp_rel_init(struct fdp_rel *rel, const struct fdp_rel_cfg *cfg,
 int fdp_rel_peer_init(struct fdp_rel *rel, struct fdp_rel_peer *p)
 {
 	memset(p, 0, sizeof(*p));
+	p->snd_una = p->snd_nxt = p->snd_unsent = rel->cfg.isn;
+	p->rto_base_ns = p->rto_ns = rel->cfg.rto_init_ns;
+	return 0;
+}
+
+/* The send ring exists from the first send on: a peer we only hear from
+ * (or that only sends us garbage) costs no ring. */
+static int ensure_tx_ring(struct fdp_rel *rel, struct fdp_rel_peer *p)
+{
+	if (p->tx)
+		return 0;
 	p->tx = calloc(rel->cfg.window, sizeof(*p->tx));
 	p->tx_data = malloc((size_t)rel->cfg.window * rel->cfg.frame_payload);
 	if (!p->tx || !p->tx_data) {
@@ -91,8 +104,6 @@ int fdp_rel_peer_init(struct fdp_rel *rel, struct fdp_rel_peer *p)
 		p->tx_data = NULL;
 		return -FI_ENOMEM;
 	}
-	p->snd_una = p->snd_nxt = p->snd_unsent = rel->cfg.isn;
-	p->rto_base_ns = p->rto_ns = rel->cfg.rto_init_ns;
 	return 0;
 }
 
@@ -106,6 +117,8 @@ void fdp_rel_peer_fini(struct fdp_rel *rel, struct fdp_rel_peer *p)
 			*pp = p->active_next;
 		p->active = false;
 	}
+	if (p->rx)
+		rel->rx_rings--;
 	free(p->tx);
 	free(p->tx_data);
 	free(p->rx);
@@ -224,7 +237,8 @@ static int xmit_slot(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t seq, 
 
 void *fdp_rel_tx_reserve(struct fdp_rel *rel, struct fdp_rel_peer *p)
 {
-	if (p->snd_nxt - p->snd_una >= rel->cfg.window || !p->tx || p->abandoning)
+	if (p->snd_nxt - p->snd_una >= rel->cfg.window || p->abandoning ||
+	    ensure_tx_ring(rel, p) < 0)
 		return NULL;
 	return p->tx_data + (size_t)(p->snd_nxt & rel->mask) * rel->cfg.frame_payload;
 }
@@ -395,6 +409,8 @@ static int ensure_rx_ring(struct fdp_rel *rel, struct fdp_rel_peer *p)
 {
 	if (p->rx)
 		return 0;
+	if (rel->rx_rings >= rel->cfg.max_rx_rings)
+		return -FI_ENOMEM; /* endpoint budget: the frame is dropped, the sender resends */
 	p->rx = calloc(rel->cfg.window, sizeof(*p->rx));
 	p->rx_data = malloc((size_t)rel->cfg.window * rel->cfg.frame_payload);
 	if (!p->rx || !p->rx_data) {
@@ -404,6 +420,7 @@ static int ensure_rx_ring(struct fdp_rel *rel, struct fdp_rel_peer *p)
 		p->rx_data = NULL;
 		return -FI_ENOMEM;
 	}
+	rel->rx_rings++;
 	return 0;
 }
 
@@ -548,7 +565,7 @@ void fdp_rel_rx(struct fdp_rel *rel, struct fdp_rel_peer *p, const void *frame, 
 	struct fdp_rel_hdr h;
 	uint32_t session, una;
 
-	if (fdp_rel_rx_check(rel, frame, len) < 0 || !p->tx)
+	if (fdp_rel_rx_check(rel, frame, len) < 0)
 		return;
 	memcpy(&h, frame, sizeof(h));
 	session = be32toh(h.session);

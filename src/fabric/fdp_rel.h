@@ -30,11 +30,16 @@
  *  - Sessions: each engine has a random non-zero session id; a peer that
  *    restarts shows up with a new id and its receive state is reset.
  *
- * Memory per peer (bounded, allocated at fdp_rel_peer_init, none per frame):
- *   send ring     cfg.window * (cfg.frame_payload + 32) bytes
+ * Memory (bounded; allocated once per peer, never per frame):
+ *   per peer      ~200 bytes of state (struct fdp_rel_peer)
+ *   send ring     cfg.window * (cfg.frame_payload + 32) bytes, allocated at
+ *                 the first send to that peer
  *   receive ring  cfg.window * (cfg.frame_payload + 8) bytes, allocated at the
- *                 first out-of-order frame only (a loss-free peer never has it)
- * e.g. window 256, 1432-byte payload: 366 KiB + 360 KiB.
+ *                 first out-of-order frame from that peer (a loss-free peer
+ *                 never has one); at most cfg.max_rx_rings per fdp_rel, beyond
+ *                 that out-of-order frames are dropped (rx_nomem) and resent
+ * e.g. window 256, 1432-byte payload: 366 KiB + 360 KiB; an endpoint's
+ * receive rings total at most 64 x 360 KiB = 23 MiB by default.
  *
  * Thread-safety: none; the caller serialises all calls on one fdp_rel (the
  * endpoint lock). Callbacks run inside the call that triggered them and may
@@ -71,6 +76,7 @@ struct fdp_rel_cfg {
 	                         * to retransmissions (2 s) */
 	uint32_t session;       /* our instance id, non-zero (caller draws it at random) */
 	uint32_t isn;           /* first sequence number of every peer's send stream */
+	uint32_t max_rx_rings;  /* out-of-order receive rings per fdp_rel (64) */
 };
 
 /* Fill *cfg with the defaults above (session 1, isn 0: override both). */
@@ -169,6 +175,7 @@ struct fdp_rel {
 	void *ctx;                    /* upper layer's, untouched */
 	uint32_t mask;                /* cfg.window - 1 */
 	uint64_t next_deadline_ns;    /* lower bound of every peer's timers */
+	uint32_t rx_rings;            /* receive rings allocated */
 	struct fdp_rel_peer *active;  /* peers with a running timer or unsent frame */
 	struct fdp_rel_stats stats;
 };
@@ -177,7 +184,7 @@ struct fdp_rel {
 int fdp_rel_init(struct fdp_rel *rel, const struct fdp_rel_cfg *cfg,
 		 const struct fdp_rel_ops *ops, void *ctx);
 
-/* Allocate peer's send ring. 0 or -FI_ENOMEM. */
+/* Set up a peer (no allocation: rings come with the first use). Returns 0. */
 int fdp_rel_peer_init(struct fdp_rel *rel, struct fdp_rel_peer *peer);
 /* Free a peer's rings and unlink it; in-flight frames are dropped without
  * completions (the caller has its own teardown). */
@@ -190,7 +197,8 @@ static inline uint32_t fdp_rel_tx_space(const struct fdp_rel *rel, const struct 
 }
 
 /* Payload area (cfg.frame_payload bytes) of the next frame to peer, or NULL
- * when the window is full. Nothing is sent until fdp_rel_tx_commit. */
+ * when the window is full (or its send ring cannot be allocated). Nothing is
+ * sent until fdp_rel_tx_commit. */
 void *fdp_rel_tx_reserve(struct fdp_rel *rel, struct fdp_rel_peer *peer);
 
 /* Send the reserved frame with len payload bytes. cookie != 0 is reported

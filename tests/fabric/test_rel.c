@@ -693,6 +693,48 @@ START_TEST(test_malformed)
 }
 END_TEST
 
+START_TEST(test_rx_ring_budget)
+{
+	/* one out-of-order ring for the whole endpoint, two lossy senders:
+	 * the second sender's early arrivals are dropped and resent, and
+	 * everything still arrives exactly once */
+	struct fdp_msg_cfg cfg;
+	struct sim *s;
+	static uint8_t src[2][40][3000], dst[2][40][3000];
+
+	fdp_msg_cfg_default(&cfg);
+	cfg.rel.max_rx_rings = 1;
+	s = small_sim_n(&cfg, 11, 3);
+	s->drop = s->reorder = 0.1;
+	for (int p = 0; p < 2; p++)
+		for (int i = 0; i < 40; i++) {
+			memset(src[p][i], p * 40 + i, sizeof(src[p][i]));
+			recv_bytes_from(s, 0, dst[p][i], sizeof(dst[p][i]), p * 40 + i,
+					(fi_addr_t)(p + 1));
+		}
+	for (int i = 0; i < 40; i++)
+		for (int p = 0; p < 2; p++) {
+			struct iovec iov = { src[p][i], sizeof(src[p][i]) };
+			ck_assert_int_eq(fdp_msg_send(&s->nodes[p + 1].m, &s->nodes[p + 1].peers[0],
+						      &iov, 1, FDP_MSG_OP_MSG, 0, false, 0, NULL, 0,
+						      s->now),
+					 0);
+		}
+	run_until_idle(s, 10000000L);
+	ck_assert_int_eq(g_recv_ok, 80);
+	ck_assert_int_eq(g_sent_ok, 80);
+	ck_assert_uint_eq(s->nodes[0].m.rel.rx_rings, 1);
+	ck_assert_uint_gt(s->nodes[0].m.rel.stats.rx_nomem, 0);
+	for (int p = 0; p < 2; p++)
+		for (int i = 0; i < 40; i++)
+			ck_assert_int_eq(memcmp(src[p][i], dst[p][i], sizeof(src[p][i])), 0);
+	/* peers that only ever received have no send ring */
+	ck_assert_ptr_null(s->nodes[1].peers[2].rel.tx);
+	sim_fini(s);
+	free(s);
+}
+END_TEST
+
 START_TEST(test_cfg_rejected)
 {
 	struct fdp_rel rel;
@@ -736,6 +778,7 @@ static Suite *rel_suite(void)
 	tcase_add_test(tc, test_fast_retransmit_large);
 	tcase_add_test(tc, test_unreachable);
 	tcase_add_test(tc, test_malformed);
+	tcase_add_test(tc, test_rx_ring_budget);
 	suite_add_tcase(s, tc);
 	return s;
 }
