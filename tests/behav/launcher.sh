@@ -144,6 +144,13 @@ FABSOCK_LIB="$FSK_LIBRARY" timeout 10 "$T/bin/fabsock" --log info --log-file "$T
 	bad "relocated launcher with FABSOCK_LIB failed"
 fsk_assert_loaded "$T/reloc.log" "a program under a relocated launcher"
 ok "relocated launcher"
+# A symlink to the build tree's launcher still finds the build tree.
+mkdir "$T/link"
+ln -s "$L" "$T/link/fabsock"
+pre=$(timeout 10 "$T/link/fabsock" --env | sed -n "s/^export LD_PRELOAD='\(.*\)'$/\1/p" | tr ':' '\n' | tail -n 1)
+[ "$pre" = "$(cd "$top_builddir/src/.libs" && pwd -P)/libfabsock.so" ] ||
+	bad "symlinked launcher preloads '$pre', not the build tree's library"
+ok "symlinked launcher"
 
 # ---- a sanitizer build: the runtimes come first, found by ldd
 if [ -n "$(fsk_asan_runtime)" ]; then
