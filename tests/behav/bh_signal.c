@@ -127,8 +127,9 @@ static void test_with_restart(void)
 	set_handler(1);
 	bh_tcp_pair(&cfd, &sfd, 0);
 
-	/* recv restarts after the handler and gets the data written later. */
-	pid = write_later(cfd, "late", 150);
+	/* recv restarts after the handler (30 ms) and gets the data written
+	 * later (400 ms: margin for a loaded machine). */
+	pid = write_later(cfd, "late", 400);
 	arm(30);
 	ssize_t n = bh_ok("recv (blocking, restarted)",
 			  recv(sfd, buf, sizeof(buf), 0));
@@ -145,7 +146,7 @@ static void test_with_restart(void)
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
-		usleep(150000);
+		usleep(400000);
 		int c = socket(AF_INET, SOCK_STREAM, 0);
 		_exit(connect(c, (struct sockaddr *)&la, len) ? 1 : 0);
 	}
