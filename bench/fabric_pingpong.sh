@@ -24,8 +24,10 @@ one_run() {
 	senv="" cenv=""
 	if [ "$dpdk" = 1 ]; then
 		sock="$tmp/m$port.sock"
-		senv="FI_DPDK_DEVICE=net_memif0,role=server,socket=$sock FI_DPDK_IP=198.18.0.1/15"
-		cenv="FI_DPDK_DEVICE=net_memif0,role=client,socket=$sock FI_DPDK_IP=198.18.0.2/15"
+		# the native RDM row: keep ofi_rxd from claiming "dpdk" rdm
+		[ "$prov" = dpdk ] && [ "$ep" = rdm ] && senv="FI_PROVIDER=^ofi_rxd"
+		cenv="$senv FI_DPDK_DEVICE=net_memif0,role=client,socket=$sock FI_DPDK_IP=198.18.0.2/15"
+		senv="$senv FI_DPDK_DEVICE=net_memif0,role=server,socket=$sock FI_DPDK_IP=198.18.0.1/15"
 	fi
 	# shellcheck disable=SC2086
 	env $senv timeout 120 fi_pingpong -p "$prov" -e "$ep" -B "$port" -S "$size" -I "$iters" \
@@ -64,7 +66,8 @@ cell() {
 
 rows="dpdk|dgram|1|dpdk DGRAM (memif)
 dpdk;ofi_rxd|rdm|1|dpdk;ofi_rxd RDM (memif)"
-if fi_info -p dpdk -t FI_EP_RDM 2>/dev/null | grep -q '^provider: dpdk$'; then
+if FI_DPDK_DEVICE=net_ring0 FI_DPDK_IP=198.18.0.1/15 timeout 30 fi_info -p dpdk -t FI_EP_RDM 2>/dev/null |
+	grep -q '^provider: dpdk$'; then
 	rows="$rows
 dpdk|rdm|1|dpdk native RDM (memif)"
 else

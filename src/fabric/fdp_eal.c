@@ -336,12 +336,35 @@ static void remove_runtime_dir(void)
 	rmdir(dir);
 }
 
+/* Which devices to stop and close at exit: the ones that leave state
+ * behind a process (a PCI NIC's DMA, an XDP program attached to an
+ * interface). Virtual devices whose state dies with the process are left
+ * alone: closing memif frees its control-channel interrupt handle while the
+ * EAL interrupt thread may be using it for the peer's disconnect (a
+ * SIGSEGV under load at exit). */
+static bool needs_close(void)
+{
+	struct rte_eth_dev_info info;
+
+	if (!device_is_vdev(fdp_params.device))
+		return true;
+	if (rte_eth_dev_info_get(eal_port_id, &info) != 0 || !info.driver_name)
+		return false;
+	return strstr(info.driver_name, "af_xdp") != NULL;
+}
+
+static void close_port(void)
+{
+	rte_eth_dev_stop(eal_port_id);
+	rte_eth_dev_close(eal_port_id);
+}
+
 void fdp_eal_cleanup(void)
 {
 	pthread_mutex_lock(&eal_mutex);
 	if (eal_state > 0 && eal_ours) {
-		rte_eth_dev_stop(eal_port_id);
-		rte_eth_dev_close(eal_port_id);
+		if (needs_close())
+			close_port();
 		remove_runtime_dir();
 		/* Not rte_eal_cleanup(): in DPDK 22.11 it unmaps memory while
 		 * the EAL interrupt thread still runs, and a memif peer's

@@ -10,7 +10,8 @@
  * -FI_ENODEV (device not found/not startable) / -FI_EINVAL (bad
  * FI_DPDK_EAL_ARGS or parameters) after one FDP_WARN line. Thread-safe. */
 int fdp_eal_start(void) FDP_HIDDEN;
-/* Provider cleanup: stop and close the device, remove the runtime dir. */
+/* Provider cleanup (process exit): stop and close a PCI or af_xdp device,
+ * remove the runtime dir; the EAL itself is left to the exit. */
 void fdp_eal_cleanup(void) FDP_HIDDEN;
 /* DPDK port id of FI_DPDK_DEVICE after fdp_eal_start succeeded. */
 uint16_t fdp_eal_port_id(void) FDP_HIDDEN;

@@ -14,9 +14,9 @@ rm -f "$sock"
 fdp_pingpong "memif rdm (dpdk;ofi_rxd)" "dpdk;ofi_rxd" rdm 1m "$srv" "$cli" "" "" 127.0.0.1 "$(fdp_oob_port 2)" -I 50
 rm -f "$sock"
 fdp_pingpong "memif rdm tagged + integrity" "dpdk;ofi_rxd" rdm 64k "$srv" "$cli" "" "" 127.0.0.1 "$(fdp_oob_port 3)" -I 50 -m tagged -c -S 65536
-if fi_info -p dpdk -t FI_EP_RDM 2>/dev/null | grep -q '^provider: dpdk$'; then
+if env $srv timeout 30 fi_info -p dpdk -t FI_EP_RDM 2>/dev/null | grep -q '^provider: dpdk$'; then
 	rm -f "$sock"
-	fdp_pingpong "memif rdm (native)" dpdk rdm 1m "$srv" "$cli" "" "" 127.0.0.1 "$(fdp_oob_port 4)" -I 50
+	fdp_pingpong "memif rdm (native)" dpdk rdm 1m "FI_PROVIDER=^ofi_rxd $srv" "FI_PROVIDER=^ofi_rxd $cli" "" "" 127.0.0.1 "$(fdp_oob_port 4)" -I 50
 else
 	echo "(native dpdk RDM endpoint not present in this build: not run)"
 fi
