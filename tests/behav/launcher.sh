@@ -113,6 +113,17 @@ else
 fi
 ok "LD_PRELOAD composition"
 
+# ---- the launcher's helpers never run preloaded: with libfabsock already
+# in LD_PRELOAD (a nested launch), only the launcher's shell and the command
+# load it (two 'active' lines), and --env runs nothing preloaded at all.
+LD_PRELOAD="$FSK_LIBRARY" FABSOCK_LOG=info FABSOCK_LOG_FILE="$T/nested.log" \
+	timeout 10 "$L" -- true || bad "nested launch failed"
+n=$(grep -c 'info: libfabsock .* active' "$T/nested.log")
+[ "$n" = 2 ] || bad "nested launch: $n processes loaded libfabsock, want 2 (shell + command): $(cat "$T/nested.log")"
+LD_PRELOAD="$FSK_LIBRARY" timeout 10 "$L" --env --log info >/dev/null 2>"$T/envq.err"
+[ -s "$T/envq.err" ] && bad "--env ran preloaded helpers: $(cat "$T/envq.err")"
+ok "helpers run without the preload"
+
 # ---- --env: export lines that evaluate (in a clean sh) to the same setup
 timeout 10 "$L" --env --log info --log-file "$T/env.log" --rules "use kernel tcp_client *:22; use accel tcp_server *:*" \
 	--app-id "it's" >"$T/env" || bad "--env exit status"
@@ -123,6 +134,11 @@ done
 got=$(env -i PATH="$PATH" sh -c '. "$1" && printf "%s\n" "$FABSOCK_RULES" "$FABSOCK_APPLICATION_ID"' sh "$T/env")
 want=$(printf '%s\n' "use kernel tcp_client *:22; use accel tcp_server *:*" "it's")
 [ "$got" = "$want" ] || bad "--env quoting: got '$got'"
+# Inherited FABSOCK_* variables are printed too; options win over them.
+FABSOCK_SPIN_US=33 FABSOCK_PROFILE=latency timeout 10 "$L" --env -p throughput >"$T/env2"
+grep -qx "export FABSOCK_SPIN_US='33'" "$T/env2" || bad "--env dropped inherited FABSOCK_SPIN_US"
+grep -qx "export FABSOCK_PROFILE='throughput'" "$T/env2" || bad "--env: option did not win over FABSOCK_PROFILE"
+[ "$(grep -c '^export FABSOCK_PROFILE=' "$T/env2")" = 1 ] || bad "--env printed FABSOCK_PROFILE twice"
 # eval it and run a program: the library is loaded from the printed path.
 env -i PATH="$PATH" sh -c 'eval "$(cat "$1")" && exec true' sh "$T/env" ||
 	bad "program under --env failed"
