@@ -134,6 +134,10 @@ done
 got=$(env -i PATH="$PATH" sh -c '. "$1" && printf "%s\n" "$FABSOCK_RULES" "$FABSOCK_APPLICATION_ID"' sh "$T/env")
 want=$(printf '%s\n' "use kernel tcp_client *:22; use accel tcp_server *:*" "it's")
 [ "$got" = "$want" ] || bad "--env quoting: got '$got'"
+# Relative --log-file and --config names are made absolute.
+(cd "$T" && timeout 10 "$L" --env --log-file rel.log --config sub/r.conf) >"$T/env3"
+grep -qx "export FABSOCK_LOG_FILE='$T/rel.log'" "$T/env3" || bad "--log-file not made absolute: $(cat "$T/env3")"
+grep -qx "export FABSOCK_CONFIG='$T/sub/r.conf'" "$T/env3" || bad "--config not made absolute"
 # Inherited FABSOCK_* variables are printed too; options win over them.
 FABSOCK_SPIN_US=33 FABSOCK_PROFILE=latency timeout 10 "$L" --env -p throughput >"$T/env2"
 grep -qx "export FABSOCK_SPIN_US='33'" "$T/env2" || bad "--env dropped inherited FABSOCK_SPIN_US"
