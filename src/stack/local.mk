@@ -11,6 +11,7 @@ src_stack_libstk_la_CFLAGS = $(AM_CFLAGS) -fPIC
 
 # Accelerated TCP (issue 3): endpoint per provider, negotiation, stream.
 src_stack_libstk_la_SOURCES += \
+	src/stack/stk_accel.c src/stack/stk_accel.h \
 	src/stack/stk_conn.c src/stack/stk_conn.h \
 	src/stack/stk_fab.c src/stack/stk_fab.h \
 	src/stack/stk_hooks.c src/stack/stk_hooks.h \

@@ -193,6 +193,12 @@ static int attach_client(int fd, struct stk_conn **out, struct stk_attach_info *
 		stk_conn_destroy(conn);
 		return ret;
 	}
+	if (stk_conn_handshake(conn, STK_NEGO_HANDSHAKE_MS) != 0) {
+		stk_conn_destroy(conn);
+		return fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+				 "%s: no fabric message from the server within %d ms", name,
+				 STK_NEGO_HANDSHAKE_MS);
+	}
 	stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_CAPABLE);
 	snprintf(info->provider, sizeof(info->provider), "%s", stk_fab_name(fab));
 	count_accel(info->provider);
@@ -295,10 +301,29 @@ static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *
 		return -EPROTO;
 	}
 	stk_conn_connect(conn, fab, peer_addr, reply.slot, reply.conn_id, reply.credits);
+	if (stk_conn_handshake(conn, STK_NEGO_HANDSHAKE_MS) != 0) {
+		stk_conn_destroy(conn);
+		return fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+				 "%s: no fabric message from the client within %d ms",
+				 stk_fab_name(fab), STK_NEGO_HANDSHAKE_MS);
+	}
 	snprintf(info->provider, sizeof(info->provider), "%s", stk_fab_name(fab));
 	count_accel(info->provider);
 	FSK_DBG("fd %d: accelerated over %s (slot %u)", fd, info->provider, conn->slot);
 	*out = conn;
+	return 0;
+}
+
+int stk_accel_listen(int listen_fd)
+{
+	int ret = stk_nego_listener_prepare(listen_fd);
+	if (ret)
+		return ret;
+	const char *cursor = stk_cfg.providers;
+	char name[STK_FAB_NAME_MAX];
+	struct stk_fab *fab;
+	while (next_provider(&cursor, name))
+		stk_fab_get(name, &fab); /* failures are cached and logged there */
 	return 0;
 }
 

@@ -30,6 +30,12 @@ struct stk_attach_info {
 	bool strip_late_hello;            /* client fell back without a HELLO */
 };
 
+/* A listening socket that may accept accelerated connections: sets TCP_SAVE_SYN
+ * (call before listen()) and opens the configured providers now, so that the
+ * HELLO of the first accepted connection is not delayed by endpoint set-up (the
+ * client waits only 5 ms for it). Returns 0 or -errno (TCP_SAVE_SYN failed). */
+int stk_accel_listen(int listen_fd);
+
 int stk_accel_attach(int fd, bool is_client, struct stk_conn **out,
 		     struct stk_attach_info *info);
 

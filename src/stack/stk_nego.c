@@ -516,6 +516,11 @@ int stk_nego_strip_late_hello(int fd, bool app_wrote)
 	if (stk_sys.recv(fd, buf, msg_len, MSG_DONTWAIT) != (ssize_t)msg_len)
 		return 0;
 	FSK_INFO("fd %d: removed a HELLO that arrived after the client fell back", fd);
+	/* The destination is libfabsock, only slow: wait longer next time (P2). */
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+	if (stk_sys.getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
+		stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_CAPABLE);
 	if (!app_wrote) {
 		struct stk_nego_msg reply = { .version = STK_NEGO_VERSION, .type = STK_NEGO_REPLY,
 					      .status = STK_NEGO_REJECT_LATE };

@@ -33,6 +33,9 @@
  *     REJECT; a server that waits for a REPLY and instead sees bytes that are not
  *     one (the client app's data) falls back without consuming them. The server
  *     waits at most STK_NEGO_REPLY_WAIT_MS for the REPLY.
+ *  7. After ACCEPT, each end sends one fabric message and waits (≤ 2 s) for the
+ *     other's before any app byte moves; if the fabric does not work both ends
+ *     see it and stay on the kernel (no app byte was sent on either path yet).
  *  Every outcome is counted, each distinct fallback reason logged once (P4).
  *
  * Wire (little-endian): a 16-byte header stable across versions
@@ -62,6 +65,7 @@
 #define STK_NEGO_WAIT_CAPABLE_MS 1000
 #define STK_NEGO_REPLY_WAIT_MS 2000
 #define STK_NEGO_CACHE_TTL_S 60
+#define STK_NEGO_HANDSHAKE_MS 2000     /* first fabric message each way (stk_conn.c) */
 
 enum stk_nego_type { STK_NEGO_HELLO = 1, STK_NEGO_REPLY = 2 };
 

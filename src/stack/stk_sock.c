@@ -1,5 +1,6 @@
 #include "config.h"
 #include "stack/stk_sock.h"
+#include "stack/stk_accel.h"
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_log.h"
@@ -37,8 +38,11 @@ void stk_sock_ref(struct stk_sock *sock)
 
 void stk_sock_unref(struct stk_sock *sock)
 {
-	if (__atomic_sub_fetch(&sock->refs, 1, __ATOMIC_ACQ_REL) == 0)
-		free(sock);
+	if (__atomic_sub_fetch(&sock->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	if (sock->conn)
+		stk_accel_close(sock);
+	free(sock);
 }
 
 /* Log a fallback reason at info level the first time it is seen per role. */
@@ -74,10 +78,11 @@ bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
 		return false;
 	}
 	stk_count(STK_C_ACCEL_REQUESTED);
-	/* No fabric transport is wired into the stack yet: every accepted candidate
-	 * stays on its kernel socket, which is exactly what it already is. */
+	if (sock->kind == STK_SOCK_TCP &&
+	    (role == STK_ROLE_TCP_CLIENT || role == STK_ROLE_TCP_SERVER))
+		return true;
+	/* Datagram sockets have no fabric transport yet (roadmap: UDP). */
 	stk_count(STK_C_FALLBACK_NO_TRANSPORT);
-	note_fallback_once(role, "no accelerated transport in this build yet");
-	sock->accelerated = false;
+	note_fallback_once(role, "no accelerated transport for UDP yet");
 	return false;
 }

@@ -19,24 +19,33 @@ enum stk_sock_kind {
 	STK_SOCK_UDP,
 };
 
+struct stk_conn;
+
 struct stk_sock {
 	int refs;                /* atomic */
 	enum stk_sock_kind kind;
 	int domain;
 	bool decided;            /* the role was known and the decision taken */
-	bool accelerated;        /* true once running on a fabric provider */
+	bool syn_marked;         /* client: SYN marked, negotiation after connect */
+	bool accel_listener;     /* listener whose accepted connections are candidates */
+	bool strip_pending;      /* fell back after marking: strip a late HELLO first */
+	bool app_wrote;          /* the app sent bytes while strip_pending */
+	struct stk_conn *conn;   /* the accelerated stream, or NULL (kernel) */
 };
 
 /* A new object for a socket(domain, type, protocol) just created, or NULL when the
  * socket is not a candidate (not IPv4/IPv6 TCP or UDP) or memory is short. */
 struct stk_sock *stk_sock_new(int domain, int type, int protocol);
 void stk_sock_ref(struct stk_sock *sock);
+/* Dropping the last reference closes an accelerated connection (graceful, or
+ * abortive when the app set SO_LINGER with a zero timeout). */
 void stk_sock_unref(struct stk_sock *sock);
 
 /* Decide for a socket whose role is now known (local/remote may be NULL when
  * unknown). Logs the outcome (debug), logs each distinct fallback reason once
- * (info), counts everything. Returns true when the socket is accelerated; false
- * means the kernel keeps it and the caller may forget the object. */
+ * (info), counts everything. Returns true when the socket stays a candidate for
+ * acceleration (TCP, rules say accel); false means the kernel keeps it and the
+ * caller may forget the object. */
 bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
 		     const struct sockaddr *local, const struct sockaddr *remote);
 

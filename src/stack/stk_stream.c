@@ -326,7 +326,7 @@ static int post_control(struct stk_conn *conn, uint16_t flags, bool tracked)
 ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
 {
 	bool nonblock = conn->nonblock || (flags & MSG_DONTWAIT);
-	bool retried = false;
+	unsigned retried = 0;
 	const uint8_t *src = buf;
 	size_t sent = 0;
 	if (!conn->fab)
@@ -370,10 +370,15 @@ ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
 			return (ssize_t)sent;
 		progress(conn);
 		if (nonblock) {
-			/* one retry after progress: credits or buffers may have come back */
-			if (retried)
+			/* Credit is ours to give; a provider's -EAGAIN (queue full, peer
+			 * mapping in progress) is transient: retry a bounded number of
+			 * times before reporting EAGAIN. */
+			pthread_mutex_lock(&conn->lock);
+			bool credit = conn->tx_credits > 0;
+			pthread_mutex_unlock(&conn->lock);
+			if (!credit || retried++ >= 200)
 				return -EAGAIN;
-			retried = true;
+			cpu_relax();
 			continue;
 		}
 		stk_conn_wait(conn, POLLOUT, -1);
@@ -454,6 +459,30 @@ int stk_shutdown(struct stk_conn *conn, int how)
 	if (!need)
 		return 0;
 	return post_control(conn, STK_MSG_FIN, false);
+}
+
+int stk_conn_handshake(struct stk_conn *conn, int timeout_ms)
+{
+	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	bool posted = false;
+	for (;;) {
+		progress(conn);
+		pthread_mutex_lock(&conn->lock);
+		if (!posted)
+			posted = post_locked(conn, STK_MSG_CREDIT, 0, NULL, 0, false) == 0;
+		bool heard = conn->rx_seq > 0;
+		bool dead = conn->reset;
+		pthread_mutex_unlock(&conn->lock);
+		/* heard: the fabric works; a reset right behind the first message is
+		 * the app's business (it sees ECONNRESET on the fabric connection) */
+		if (heard && (posted || dead))
+			return 0;
+		if (dead)
+			return -ECONNRESET;
+		if (now_ns() > deadline)
+			return -ETIMEDOUT;
+		sleep_ns(posted ? SLEEP_MIN_NS : 1000);
+	}
 }
 
 /* ---- liveness, readiness, waiting ---- */

@@ -84,6 +84,11 @@ int stk_conn_create(int fd, size_t window, struct stk_conn **out);
 /* Bind a created connection to its peer (after the negotiation). */
 void stk_conn_connect(struct stk_conn *conn, struct stk_fab *fab, fi_addr_t peer_addr,
 		      uint32_t peer_slot, uint64_t peer_id, uint64_t peer_credits);
+/* First fabric message each way, after both ends inserted each other's address:
+ * it makes the provider set up its peer state (shm maps the peer's region, rxm
+ * connects) while both ends are known to drive progress, and proves the fabric
+ * path works. 0, -ETIMEDOUT or -ECONNRESET. */
+int stk_conn_handshake(struct stk_conn *conn, int timeout_ms);
 /* Remove from the table and free (no message sent; the kernel fd is not closed). */
 void stk_conn_destroy(struct stk_conn *conn);
 

@@ -1,0 +1,233 @@
+#include "config.h"
+#include "stack/stk_accel.h"
+#include "stack/stk_conn.h"
+#include "stack/stk_counters.h"
+#include "stack/stk_log.h"
+#include "stack/stk_nego.h"
+#include "stack/stk_stream.h"
+#include "stack/stk_sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Log a reason the first time it is seen (P4), count it every time. */
+static void fallback(enum stk_counter counter, int fd, const char *reason)
+{
+	static int logged[STK_C_COUNT]; /* atomic flags */
+	stk_count(counter);
+	if (__atomic_exchange_n(&logged[counter], 1, __ATOMIC_RELAXED) == 0)
+		FSK_INFO("fd %d: TCP connection stays on the kernel: %s (logged once per reason, "
+			 "counted)", fd, reason);
+	else
+		FSK_DBG("fd %d: TCP connection stays on the kernel: %s", fd, reason);
+}
+
+static bool fd_nonblocking(int fd)
+{
+	int flags = stk_sys.fcntl(fd, F_GETFL);
+	return flags >= 0 && (flags & O_NONBLOCK);
+}
+
+/* Negotiate over a private duplicate of fd, so the connection's liveness channel
+ * outlives whatever the app does with its own fd numbers. */
+static void attach(struct stk_sock *sock, int fd, bool is_client)
+{
+	int priv = stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (priv < 0) {
+		fallback(STK_C_FALLBACK_NO_FD, fd, "no free fd for the liveness channel");
+		sock->strip_pending = is_client; /* the server may still send its HELLO */
+		return;
+	}
+	struct stk_conn *conn;
+	struct stk_attach_info info;
+	int ret = stk_accel_attach(priv, is_client, &conn, &info);
+	if (ret == 0) {
+		__atomic_store_n(&conn->nonblock, fd_nonblocking(fd), __ATOMIC_RELAXED);
+		sock->conn = conn;
+		return;
+	}
+	stk_sys.close(priv);
+	if (ret == STK_ATTACH_KERNEL && info.strip_late_hello)
+		sock->strip_pending = true;
+}
+
+bool stk_accel_connect_begin(struct stk_sock *sock, int fd, const struct sockaddr *remote)
+{
+	(void)remote;
+	/* The negotiation runs when the kernel connection is up; a non-blocking
+	 * connect returns before that, so it is not marked (a plain connection). */
+	if (fd_nonblocking(fd)) {
+		fallback(STK_C_FALLBACK_NONBLOCK_CONNECT, fd,
+			 "non-blocking connect (negotiation on completion not supported yet)");
+		return false;
+	}
+	if (stk_nego_mark_syn(fd, sock->domain) != 0) {
+		fallback(STK_C_FALLBACK_PROV_INIT, fd, "cannot mark the SYN (IP_TOS/TCP_MAXSEG)");
+		return false;
+	}
+	sock->syn_marked = true;
+	return true;
+}
+
+void stk_accel_connect_end(struct stk_sock *sock, int fd, int kernel_ret)
+{
+	if (!sock->syn_marked)
+		return;
+	stk_nego_unmark(fd, sock->domain);
+	sock->syn_marked = false;
+	if (kernel_ret == 0)
+		attach(sock, fd, true);
+}
+
+bool stk_accel_listen_begin(struct stk_sock *sock, int fd)
+{
+	int ret = stk_accel_listen(fd);
+	if (ret != 0) {
+		fallback(STK_C_FALLBACK_PROV_INIT, fd, "cannot save SYNs on the listener");
+		return false;
+	}
+	sock->accel_listener = true;
+	return true;
+}
+
+struct stk_sock *stk_accel_accepted(struct stk_sock *listener, int newfd)
+{
+	struct stk_sock *sock = stk_sock_new(listener->domain, SOCK_STREAM, IPPROTO_TCP);
+	if (!sock)
+		return NULL;
+	sock->decided = true;
+	attach(sock, newfd, false);
+	if (!sock->conn) {
+		stk_sock_unref(sock);
+		return NULL;
+	}
+	return sock;
+}
+
+void stk_accel_strip_late_hello(struct stk_sock *sock, int fd)
+{
+	if (!fd_nonblocking(fd)) {
+		/* A blocking read must not pass the HELLO on: wait for the first bytes. */
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (stk_sys.poll(&pfd, 1, -1) < 0)
+			return; /* EINTR: the read that follows reports it */
+	}
+	if (stk_nego_strip_late_hello(fd, sock->app_wrote) != -EAGAIN)
+		sock->strip_pending = false;
+}
+
+ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags)
+{
+	ssize_t total = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len == 0)
+			continue;
+		ssize_t n = stk_send(sock->conn, iov[i].iov_base, iov[i].iov_len, flags);
+		if (n < 0)
+			return total ? total : n;
+		total += n;
+		if ((size_t)n < iov[i].iov_len)
+			break;
+	}
+	return total;
+}
+
+/* Peeking into several buffers: peek once into one, then scatter. */
+static ssize_t peekv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags)
+{
+	size_t want = 0;
+	for (int i = 0; i < iovcnt; i++)
+		want += iov[i].iov_len;
+	char *tmp = malloc(want ? want : 1);
+	if (!tmp)
+		return -ENOMEM;
+	ssize_t n = stk_recv(sock->conn, tmp, want, flags);
+	size_t off = 0;
+	for (int i = 0; n > 0 && i < iovcnt && off < (size_t)n; i++) {
+		size_t part = iov[i].iov_len < (size_t)n - off ? iov[i].iov_len : (size_t)n - off;
+		memcpy(iov[i].iov_base, tmp + off, part);
+		off += part;
+	}
+	free(tmp);
+	return n;
+}
+
+ssize_t stk_accel_recvv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags)
+{
+	if ((flags & MSG_PEEK) && iovcnt > 1)
+		return peekv(sock, iov, iovcnt, flags);
+	ssize_t total = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len == 0)
+			continue;
+		/* After the first bytes, take only what is already there (like the
+		 * kernel), unless the caller asked for all of it. */
+		int f = total && !(flags & MSG_WAITALL) ? flags | MSG_DONTWAIT : flags;
+		ssize_t n = stk_recv(sock->conn, iov[i].iov_base, iov[i].iov_len, f);
+		if (n <= 0)
+			return total ? total : n;
+		total += n;
+		if ((size_t)n < iov[i].iov_len)
+			break;
+	}
+	return total;
+}
+
+ssize_t stk_accel_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, size_t count)
+{
+	char buf[16384];
+	ssize_t total = 0;
+	while (count > 0) {
+		size_t chunk = count < sizeof(buf) ? count : sizeof(buf);
+		ssize_t got = offset ? pread(in_fd, buf, chunk, *offset)
+				     : stk_sys.read(in_fd, buf, chunk);
+		if (got < 0)
+			return total ? total : -errno;
+		if (got == 0)
+			break;
+		ssize_t sent = stk_send(sock->conn, buf, (size_t)got, 0);
+		size_t unsent = sent < 0 ? (size_t)got : (size_t)(got - sent);
+		if (!offset && unsent)
+			lseek(in_fd, -(off_t)unsent, SEEK_CUR); /* give back what did not go */
+		if (sent < 0)
+			return total ? total : sent;
+		total += sent;
+		if (offset)
+			*offset += sent;
+		if (sent < got)
+			break;
+		count -= (size_t)sent;
+	}
+	return total;
+}
+
+int stk_accel_shutdown(struct stk_sock *sock, int how)
+{
+	return stk_shutdown(sock->conn, how);
+}
+
+int stk_accel_readable(struct stk_sock *sock)
+{
+	size_t n = stk_conn_readable(sock->conn);
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+void stk_accel_set_nonblock(struct stk_sock *sock, bool nonblock)
+{
+	__atomic_store_n(&sock->conn->nonblock, nonblock, __ATOMIC_RELAXED);
+}
+
+void stk_accel_close(struct stk_sock *sock)
+{
+	struct linger linger = { 0, 0 };
+	socklen_t len = sizeof(linger);
+	bool abortive = stk_sys.getsockopt(sock->conn->fd, SOL_SOCKET, SO_LINGER, &linger,
+					   &len) == 0 && linger.l_onoff && linger.l_linger == 0;
+	stk_close(sock->conn, abortive);
+	sock->conn = NULL;
+}

@@ -1,0 +1,57 @@
+/* stk_accel: what the interposition layer calls at each step of a TCP socket's
+ * life to put it on a fabric provider, and the data calls on accelerated sockets.
+ *
+ * The preload only dispatches: it calls these at socket creation, connect,
+ * listen, accept and close, and forwards data calls on sockets whose stk_sock has a
+ * connection. All protocol decisions live here and below.
+ *
+ * Kernel fds: an accelerated connection keeps a PRIVATE duplicate of the app's
+ * kernel socket (close-on-exec) as its liveness channel, so the app may close,
+ * dup2 over or hand around its own fd numbers freely; the connection ends (FIN
+ * or RST over the fabric, then the kernel socket) when the last app fd referring
+ * to it is closed (stk_sock_unref).
+ *
+ * Return values: -errno, as everywhere in the stack. */
+#ifndef STK_ACCEL_H
+#define STK_ACCEL_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "stack/stk_sock.h"
+
+/* connect(): call before the kernel connect with the destination. Returns true
+ * when the socket stays a candidate (its SYN is marked: call
+ * stk_accel_connect_end after the kernel connect whatever it returned). */
+bool stk_accel_connect_begin(struct stk_sock *sock, int fd, const struct sockaddr *remote);
+/* kernel_ret: 0, or -errno of the kernel connect. Negotiates when it succeeded. */
+void stk_accel_connect_end(struct stk_sock *sock, int fd, int kernel_ret);
+
+/* listen(): before the kernel listen. Returns true when accepted connections
+ * are candidates (the listener keeps its stk_sock). */
+bool stk_accel_listen_begin(struct stk_sock *sock, int fd);
+
+/* accept(): newfd was accepted on an accelerating listener. Returns a new stk_sock
+ * carrying the connection, or NULL when the connection stays on the kernel. */
+struct stk_sock *stk_accel_accepted(struct stk_sock *listener, int newfd);
+
+/* Before the app's first read of a connection that fell back after marking its
+ * SYN: remove a libfabsock HELLO the server sent too late (P1). */
+void stk_accel_strip_late_hello(struct stk_sock *sock, int fd);
+
+/* Data calls on an accelerated socket (sock->conn != NULL). */
+ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
+ssize_t stk_accel_recvv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
+ssize_t stk_accel_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, size_t count);
+int stk_accel_shutdown(struct stk_sock *sock, int how);
+/* FIONREAD. */
+int stk_accel_readable(struct stk_sock *sock);
+/* Close the connection (called with the last reference). */
+void stk_accel_close(struct stk_sock *sock);
+
+/* O_NONBLOCK / FIONBIO changed on the app's fd. */
+void stk_accel_set_nonblock(struct stk_sock *sock, bool nonblock);
+
+#endif

@@ -1,0 +1,138 @@
+/* stk_ready: readiness over any mix of accelerated sockets and kernel fds — the
+ * machinery shared by stk_poll (poll/ppoll/select/pselect) and stk_epoll.
+ *
+ * What is "accelerated" is decided by the preload, which installs the lookup
+ * hook once at start-up (the stack never includes preload headers):
+ *     stk_ready_lookup = <fd → struct stk_conn *, NULL for a kernel fd>;
+ * The default returns NULL for every fd (unit tests, the stk_ API as a library).
+ * The hook must be cheap, lock-free and safe from any thread; it is called once
+ * per fd per call. A conn it returns must stay valid until the readiness call
+ * that found it returns (the preload's rule for every wrapper: close() of an fd
+ * another thread is still waiting on is the application's race, as with the
+ * kernel, but must not free the conn under us — see stk_epoll_conn_closed()).
+ *
+ * The core touches a connection only through stk_ready_ops (so a test double can
+ * stand in for stk_stream and stk_fab): its readiness (stk_poll_events), its
+ * liveness channel (conn->fd + stk_conn_check_liveness), an edge generation, and
+ * the fabric it uses (progress, wait fd, trywait). The defaults call the real
+ * stack. The table is written once before use (or by a test between cases).
+ *
+ * Waiting, for every blocking call (poll family and epoll):
+ *  1. check once; ready or timeout 0 → return (no signal-mask change, no sleep);
+ *  2. spin up to stk_cfg.spin_us re-checking (accelerated readiness drives
+ *     stk_fab_progress; kernel fds are polled with a zero timeout);
+ *  3. sleep in the kernel (ppoll) on the kernel fds, the liveness channel of each
+ *     accelerated socket (POLLIN|POLLRDHUP; activity → stk_conn_check_liveness)
+ *     and the wait fd of each fabric in use after stk_fab_trywait() said yes.
+ *     A fabric without a wait fd (shm on this machine) is covered by sleeping in
+ *     slices of STK_READY_SLICE_MIN_NS doubling up to STK_READY_SLICE_MAX_NS: an
+ *     idle waiter wakes at most ~1000 times a second (≈0 % CPU), and data that
+ *     arrives during a long idle period is noticed up to 1 ms late (the first
+ *     slices after activity are 50 µs, so a busy conversation stays fast).
+ * Signals: from step 2 on, every signal is blocked in the calling thread and the
+ * kernel sleeps run with the caller's mask (poll, epoll_wait) or with sigmask
+ * (ppoll, pselect, epoll_pwait) atomically, so a signal that arrives at any time
+ * during the call is delivered inside a kernel sleep and the call returns -EINTR,
+ * exactly as the kernel's calls do (never restarted, whatever SA_RESTART says);
+ * a signal the call's mask blocks stays pending until the call returns. The
+ * caller's mask is restored before returning.
+ * Timeouts are absolute (CLOCK_MONOTONIC) deadlines; every slice recomputes the
+ * remaining time. */
+#ifndef STK_READY_H
+#define STK_READY_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+struct stk_conn;
+struct stk_fab;
+
+#define STK_READY_SLICE_MIN_NS 50000ull    /* 50 µs */
+#define STK_READY_SLICE_MAX_NS 1000000ull  /* 1 ms */
+#define STK_READY_FAB_MAX 8                /* distinct fabrics in one wait */
+
+/* fd → accelerated connection or NULL (kernel fd). Installed by the preload. */
+extern struct stk_conn *(*stk_ready_lookup)(int fd);
+
+struct stk_ready_ops {
+	/* POLLIN/POLLOUT/POLLRDHUP/POLLHUP/POLLERR now (drives progress). */
+	short (*events)(struct stk_conn *conn);
+	/* The liveness channel fd (conn->fd), or -1 when it need not be watched any
+	 * more (the peer closed or the connection was reset: nothing it could say
+	 * would change the state, and an fd at EOF would wake every sleep). */
+	int (*liveness_fd)(struct stk_conn *conn);
+	/* The liveness channel is readable or hung up. */
+	void (*liveness)(struct stk_conn *conn);
+	/* A number that changes whenever something arrives for the connection
+	 * (data, credit, FIN, reset): EPOLLET reports a new edge when it moved. */
+	uint64_t (*generation)(struct stk_conn *conn);
+	/* The fabric the connection uses, or NULL (not connected yet). */
+	struct stk_fab *(*fab)(struct stk_conn *conn);
+	int (*progress)(struct stk_fab *fab);
+	int (*wait_fd)(struct stk_fab *fab);       /* -1: none (sleep in slices) */
+	bool (*trywait)(struct stk_fab *fab);      /* true: safe to sleep on wait_fd */
+};
+
+extern struct stk_ready_ops stk_ready_ops;
+/* The defaults (real stack), e.g. to restore after a test. */
+extern const struct stk_ready_ops stk_ready_ops_default;
+
+/* ---- helpers shared by stk_poll.c and stk_epoll.c (internal to the stack) ---- */
+
+uint64_t stk_ready_now_ns(void);
+/* Deadline from a timespec (NULL = never) or from milliseconds (< 0 = never). */
+uint64_t stk_ready_deadline_ts(const struct timespec *timeout);
+uint64_t stk_ready_deadline_ms(int timeout_ms);
+#define STK_READY_NEVER UINT64_MAX
+
+/* The kernel ppoll through stk_sys (or the raw system call when the table has
+ * none). Returns the count or -errno. */
+int stk_ready_sys_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+			const sigset_t *sigmask);
+
+/* A thread-local buffer of at least bytes, grown (never shrunk) on demand; slot
+ * 0..3 are independent buffers. NULL when out of memory. */
+void *stk_ready_scratch(unsigned slot, size_t bytes);
+
+/* Signal blocking for the duration of a wait (see the contract above). */
+struct stk_ready_sigs {
+	bool blocked;
+	sigset_t saved;   /* the caller's mask while blocked */
+};
+void stk_ready_block_signals(struct stk_ready_sigs *s);
+void stk_ready_restore_signals(struct stk_ready_sigs *s);
+/* The mask a kernel sleep must use: sigmask if given, else the caller's. */
+const sigset_t *stk_ready_sleep_mask(const struct stk_ready_sigs *s, const sigset_t *sigmask);
+
+/* The fabrics of a wait: collected from the accelerated sockets, deduplicated. */
+struct stk_ready_fabs {
+	struct stk_fab *fab[STK_READY_FAB_MAX];
+	unsigned n;
+	uint64_t slice_ns;   /* current back-off slice when one has no wait fd */
+};
+void stk_ready_fabs_add(struct stk_ready_fabs *f, struct stk_conn *conn);
+/* Before sleeping: for each fabric, trywait. Writes the wait fds (POLLIN) to out
+ * (room for STK_READY_FAB_MAX) and returns how many, or -EAGAIN when a fabric has
+ * completions pending (progress and re-check instead of sleeping). *slice_ns is
+ * set to the bounded slice to sleep when some fabric has no wait fd, else 0. */
+int stk_ready_fabs_prepare(struct stk_ready_fabs *f, struct pollfd *out, uint64_t *slice_ns);
+/* After a sleep that saw nothing: grow the back-off. After activity: reset it. */
+void stk_ready_fabs_backoff(struct stk_ready_fabs *f, bool activity);
+
+/* poll(2) revents of an accelerated socket for the requested events: the
+ * readable/writable normal-data bits the kernel adds for TCP (POLLRDNORM,
+ * POLLWRNORM), filtered to events | POLLERR | POLLHUP. */
+short stk_ready_revents(short stk_events, short requested);
+
+static inline void stk_ready_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+#endif

@@ -1,0 +1,6 @@
+# tests/stack: accelerated TCP through the stack's own API (no LD_PRELOAD).
+check_PROGRAMS += tests/stack/test_stream
+TESTS += tests/stack/test_stream
+tests_stack_test_stream_SOURCES = tests/stack/test_stream.c
+tests_stack_test_stream_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
+tests_stack_test_stream_LDADD = src/stack/libstk.la $(CHECK_LIBS) $(FABRIC_LIBS) -lpthread
