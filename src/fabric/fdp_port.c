@@ -109,6 +109,12 @@ static int port_configure(struct fdp_port *p)
 	p->mtu = fdp_params.mtu;
 	if (info.max_mtu && p->mtu > info.max_mtu)
 		p->mtu = info.max_mtu;
+	if (info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN &&
+	    p->mtu > info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN)
+		p->mtu = info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN;
+	if (p->mtu != fdp_params.mtu)
+		FDP_WARN(FI_LOG_DOMAIN, "FI_DPDK_MTU=%zu: %s allows at most %zu, using that\n",
+			 fdp_params.mtu, fdp_params.device, p->mtu);
 	frame_max = (uint32_t)p->mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 4;
 
 	memset(&conf, 0, sizeof(conf));
