@@ -177,6 +177,7 @@ static void ring_peek(const struct stk_conn *conn, uint8_t *dst, size_t len)
 
 static void protocol_reset(struct stk_conn *conn, const char *why)
 {
+	__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
 	if (!conn->reset) {
 		FSK_WARN("fd %d: fabric connection reset: %s", conn->fd, why);
 		stk_count(STK_C_CONN_RESETS);
@@ -215,6 +216,7 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 	} else {
 		conn->rx_seq++;
 		conn->msgs_rx++;
+		__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
 		if (flags & STK_MSG_RST) {
 			if (!conn->reset)
 				stk_count(STK_C_CONN_RESETS);
@@ -427,6 +429,11 @@ ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
 			return got ? (ssize_t)got : -EAGAIN;
 		stk_conn_wait(conn, POLLIN, -1);
 	}
+}
+
+uint64_t stk_conn_generation(struct stk_conn *conn)
+{
+	return __atomic_load_n(&conn->generation, __ATOMIC_ACQUIRE);
 }
 
 size_t stk_conn_readable(struct stk_conn *conn)

@@ -72,6 +72,7 @@ struct stk_conn {
 	bool reset;               /* RST received / peer died / protocol error */
 	bool rd_shut;             /* shutdown(SHUT_RD) */
 	bool reset_reported;      /* ECONNRESET returned once already */
+	uint64_t generation;      /* +1 per delivered message or state change (EPOLLET) */
 
 	/* statistics, folded into the process counters at close; protected by lock */
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
@@ -116,6 +117,9 @@ short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms);
 /* The kernel connection is readable or hung up (the preload's epoll saw it):
  * decide whether the peer closed or died. Never blocks more than 20 ms. */
 void stk_conn_check_liveness(struct stk_conn *conn);
+/* Changes whenever something arrived for the connection (data, credit, FIN,
+ * RST, peer death): for edge-triggered readiness. */
+uint64_t stk_conn_generation(struct stk_conn *conn);
 /* Bytes readable now (FIONREAD). */
 size_t stk_conn_readable(struct stk_conn *conn);
 
