@@ -35,28 +35,52 @@ const char *fdp_drop_name(int reason)
 uint16_t fdp_csum_partial(const void *buf, size_t len, uint32_t init)
 {
 	const uint8_t *p = buf;
-	uint64_t sum = init;
-	uint32_t w;
+	uint64_t sum, w64;
+	uint32_t w32;
+	uint16_t w16, r;
 
-	/* Sum big-endian 16-bit words, 4 bytes per step into a 64-bit
-	 * accumulator so carries need folding only once at the end. */
-	while (len >= 4) {
-		memcpy(&w, p, 4);
-		w = ntohl(w);
-		sum += (w >> 16) + (w & 0xffff);
+	/* The one's complement sum does not care about byte order: sum the
+	 * words in host order, 8 bytes per step into a 64-bit accumulator
+	 * (carries are folded once at the end), and swap the result back to
+	 * network order if the host is little-endian. */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	sum = (uint64_t)__builtin_bswap16((uint16_t)init) + __builtin_bswap16((uint16_t)(init >> 16));
+#else
+	sum = (init & 0xffff) + (init >> 16);
+#endif
+	while (len >= 8) {
+		memcpy(&w64, p, 8);
+		sum += (w64 & 0xffffffffu) + (w64 >> 32);
+		p += 8;
+		len -= 8;
+	}
+	if (len >= 4) {
+		memcpy(&w32, p, 4);
+		sum += w32;
 		p += 4;
 		len -= 4;
 	}
 	if (len >= 2) {
-		sum += ((uint32_t)p[0] << 8) | p[1];
+		memcpy(&w16, p, 2);
+		sum += w16;
 		p += 2;
 		len -= 2;
 	}
-	if (len)
+	if (len) {
+		/* the last byte is the high half of a network-order word */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		sum += p[0];
+#else
 		sum += (uint32_t)p[0] << 8;
+#endif
+	}
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)sum;
+	r = (uint16_t)sum;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	r = __builtin_bswap16(r);
+#endif
+	return r;
 }
 
 uint16_t fdp_udp_phdr_sum(uint32_t src_ip, uint32_t dst_ip, uint16_t udp_len_host)

@@ -49,6 +49,42 @@ START_TEST(test_csum_rfc1071)
 }
 END_TEST
 
+/* The textbook definition: big-endian 16-bit words, carries folded. */
+static uint16_t ref_csum(const uint8_t *p, size_t len, uint32_t init)
+{
+	uint64_t sum = init;
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2)
+		sum += ((uint32_t)p[i] << 8) | p[i + 1];
+	if (len & 1)
+		sum += (uint32_t)p[len - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)sum;
+}
+
+START_TEST(test_csum_matches_reference)
+{
+	uint8_t buf[300];
+	size_t len, off, i;
+	uint32_t init;
+
+	srand(12345);
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)rand();
+	for (len = 0; len <= 257; len++) {
+		for (off = 0; off < 4; off++) {
+			init = (uint32_t)rand() & 0xffff;
+			ck_assert_uint_eq(fdp_csum_partial(buf + off, len, init),
+					  ref_csum(buf + off, len, init));
+		}
+	}
+	memset(buf, 0xff, sizeof(buf));
+	ck_assert_uint_eq(fdp_csum_partial(buf, 256, 0xffff), ref_csum(buf, 256, 0xffff));
+}
+END_TEST
+
 START_TEST(test_dgram_roundtrip)
 {
 	uint8_t buf[2048];
@@ -211,6 +247,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, test_csum_rfc1071);
+	tcase_add_test(tc, test_csum_matches_reference);
 	tcase_add_test(tc, test_dgram_roundtrip);
 	tcase_add_test(tc, test_padding_accepted);
 	tcase_add_test(tc, test_every_truncation_dropped);
