@@ -493,6 +493,16 @@ static void rdm_close(struct fdp_ep *ep)
 
 	if (!s)
 		return;
+	for (size_t i = 0; i < s->npeers; i++) {
+		const struct fdp_rel_peer *rp = &s->peers[i]->mp.rel;
+		if (rp->srtt_ns)
+			FDP_INFO(FI_LOG_EP_DATA, "rdm peer %zu: srtt %llu us, rttvar %llu us, "
+				 "min rtt %llu us, rto %llu us\n", i,
+				 (unsigned long long)rp->srtt_ns / 1000,
+				 (unsigned long long)rp->rttvar_ns / 1000,
+				 (unsigned long long)rp->min_rtt_ns / 1000,
+				 (unsigned long long)rp->rto_base_ns / 1000);
+	}
 	FDP_INFO(FI_LOG_EP_DATA,
 		 "rdm ep closed: tx %llu frames, %llu retx (%llu rto, %llu fast), rx %llu, "
 		 "dup %llu, ooo %llu, out-of-window %llu, malformed %llu, refused %llu\n",

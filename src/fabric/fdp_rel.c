@@ -276,6 +276,8 @@ static void rtt_sample(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_t r)
 	uint64_t rto, var4;
 
 	rel->stats.rtt_samples++;
+	if (p->min_rtt_ns == 0 || r < p->min_rtt_ns)
+		p->min_rtt_ns = r ? r : 1;
 	if (p->srtt_ns == 0) {
 		p->srtt_ns = r ? r : 1;
 		p->rttvar_ns = r / 2;
@@ -303,12 +305,26 @@ static void fast_retx(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t seq,
 
 	if (s->state & TX_SACKED || fdp_seq_le(p->snd_unsent, seq))
 		return;
-	if ((s->state & TX_FR) && now_ns - s->last_tx_ns < p->rto_base_ns)
+	/* again only once an RTO passed, or a frame sent after this copy
+	 * (by more than a reordering window) was delivered: it is lost too */
+	if ((s->state & TX_FR) && now_ns - s->last_tx_ns < p->rto_base_ns &&
+	    s->last_tx_ns + p->srtt_ns / 4 >= p->rack_xmit_ns)
 		return;
 	if (xmit_slot(rel, p, seq, true, now_ns) == 0) {
 		s->state |= TX_FR;
 		rel->stats.tx_fast_retx++;
 	}
+}
+
+/* RACK (RFC 8985, simplified): remember the latest transmission known to
+ * have been delivered. A retransmission counts only once an RTT could have
+ * passed since it was sent (else the ack may be for the original). */
+static void rack_note(struct fdp_rel_peer *p, const struct fdp_rel_txslot *s, uint64_t now_ns)
+{
+	if ((s->state & TX_RETX) && (p->min_rtt_ns == 0 || now_ns - s->last_tx_ns < p->min_rtt_ns))
+		return;
+	if (s->last_tx_ns > p->rack_xmit_ns)
+		p->rack_xmit_ns = s->last_tx_ns;
 }
 
 static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ack, uint64_t sack,
@@ -342,6 +358,8 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 				retx_in_range = true;
 			else
 				fresh_in_range = true;
+			if (!(s->state & TX_SACKED))
+				rack_note(p, s, now_ns);
 			sample = s->first_tx_ns ? now_ns - s->first_tx_ns : 0;
 			s->cookie = 0;
 			p->snd_una++;
@@ -388,6 +406,8 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 			if (off >= inflight)
 				break;
 			s = &p->tx[(p->snd_una + off) & rel->mask];
+			if (!(s->state & TX_SACKED))
+				rack_note(p, s, now_ns);
 			s->state |= TX_SACKED;
 			top = off + 1;
 		}
@@ -395,7 +415,9 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 			struct fdp_rel_txslot *s = &p->tx[(p->snd_una + off) & rel->mask];
 			if (s->state & TX_SACKED)
 				above++;
-			else if (above >= rel->cfg.dupack_thresh)
+			else if (above >= rel->cfg.dupack_thresh ||
+				 ((s->state & TX_RETX) &&
+				  s->last_tx_ns + p->srtt_ns / 4 < p->rack_xmit_ns))
 				holes[nholes++] = p->snd_una + off;
 		}
 		while (nholes > 0)

@@ -19,7 +19,9 @@
  *  - RTO per RFC 6298 (SRTT/RTTVAR, Karn's rule: no sample from a retransmitted
  *    frame), clamped to [rto_min, rto_max], doubled on every expiry.
  *  - Fast retransmit on cfg.dupack_thresh duplicate acks, and of every SACK
- *    hole with at least dupack_thresh frames selectively acked above it.
+ *    hole with at least dupack_thresh frames selectively acked above it; a
+ *    retransmission is itself known lost (and resent without waiting for the
+ *    RTO) once a frame sent after it is delivered (RACK, RFC 8985).
  *  - Receiver buffers out-of-order frames inside its window, drops (and counts)
  *    duplicates and frames outside it.
  *  - A peer whose oldest unacknowledged frame has gone unanswered for
@@ -151,6 +153,8 @@ struct fdp_rel_peer {
 	uint64_t rto_ns;           /* current RTO, with backoff */
 	uint64_t rto_deadline_ns;  /* retransmission timer (0 = stopped) */
 	uint64_t stall_since_ns;   /* first timeout without an answer (0 = none) */
+	uint64_t min_rtt_ns;       /* smallest RTT sample (0 = none) */
+	uint64_t rack_xmit_ns;     /* latest send time of a frame known delivered */
 	struct fdp_rel_txslot *tx; /* window slots */
 	uint8_t *tx_data;          /* window * frame_payload bytes */
 	/* receive side */

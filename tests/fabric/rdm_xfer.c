@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,7 +71,6 @@ static struct {
 static struct fid_fabric *fabric;
 static struct fid_domain *domain;
 static struct fid_av *av;
-static struct xep eps[MAX_EPS];
 
 static void die(const char *what, long ret)
 {
@@ -143,11 +143,34 @@ static int oob_connect(void)
 	return -1;
 }
 
+static struct xep eps[MAX_EPS];
+
+/* Manual progress: while we wait on the OOB socket the provider must still
+ * run, or a peer whose last acks were lost would retransmit into silence
+ * and declare us unreachable. */
+static void progress_all(void)
+{
+	struct fi_cq_tagged_entry c;
+
+	for (int e = 0; e < opt.neps; e++)
+		if (eps[e].cq)
+			(void)fi_cq_read(eps[e].cq, &c, 0);
+}
+
 static void xfull(int fd, void *buf, size_t len, bool wr)
 {
 	uint8_t *p = buf;
 	while (len) {
-		ssize_t n = wr ? write(fd, p, len) : read(fd, p, len);
+		ssize_t n;
+
+		if (!wr) {
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			if (poll(&pfd, 1, 1) == 0) {
+				progress_all();
+				continue;
+			}
+		}
+		n = wr ? write(fd, p, len) : read(fd, p, len);
 		if (n <= 0)
 			die(wr ? "oob write" : "oob read", n < 0 ? -errno : -FI_EIO);
 		p += n;
