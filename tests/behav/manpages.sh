@@ -6,6 +6,7 @@
 . "${top_srcdir:?run from make check or set top_srcdir}/tests/lib/common.sh"
 fsk_setup manpages
 fsk_need_preload
+fsk_need_cmd strings
 T=$fsk_tmp
 m1="$top_srcdir/man/fabsock.1"
 m7="$top_srcdir/man/fabsock.7"
