@@ -97,7 +97,7 @@ void fdp_cq_write(struct fdp_cq *cq, void *context, uint64_t flags, size_t len,
 	s->e.data = data;
 	s->e.tag = tag;
 	s->src = src;
-	cq->count++;
+	__atomic_store_n(&cq->count, cq->count + 1, __ATOMIC_RELEASE);
 	wake_reader = disarm_locked(cq);
 	fdp_unlock(&cq->lock);
 	if (wake_reader)
@@ -128,7 +128,7 @@ void fdp_cq_write_err(struct fdp_cq *cq, void *context, uint64_t flags, int err,
 	if (cq->err_tail)
 		cq->err_tail->next = n;
 	else
-		cq->err_head = n;
+		__atomic_store_n(&cq->err_head, n, __ATOMIC_RELEASE);
 	cq->err_tail = n;
 	wake_reader = disarm_locked(cq);
 	fdp_unlock(&cq->lock);
@@ -144,6 +144,12 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	char *out = buf;
 
 	fdp_domain_progress(cq->domain);
+	/* empty and not armed: answer without the lock (a racing writer's
+	 * entry is seen by the next read) */
+	if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0 &&
+	    __atomic_load_n(&cq->err_head, __ATOMIC_ACQUIRE) == NULL &&
+	    !atomic_load_explicit(&cq->armed, memory_order_relaxed))
+		return -FI_EAGAIN;
 	fdp_lock(&cq->lock);
 	if (atomic_load_explicit(&cq->armed, memory_order_relaxed))
 		disarm_locked(cq);
@@ -157,7 +163,7 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			src_addr[i] = s->src;
 		cq->head = (cq->head + 1) % cq->ring_cap;
 	}
-	cq->count -= n;
+	__atomic_store_n(&cq->count, cq->count - n, __ATOMIC_RELEASE);
 	if (n == 0 && cq->err_head) {
 		fdp_unlock(&cq->lock);
 		return -FI_EAVAIL;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <rte_errno.h>
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
 #include <rte_mbuf.h>
@@ -37,6 +38,7 @@
 #define ARP_RETRY_FIRST_NS (1000ull * 1000)
 #define ARP_HOLDDOWN_NS (1000ull * 1000 * 1000)
 #define REORDER_HOLD_NS (1000ull * 1000)
+#define HOOK_IDLE_GAP_NS 2000
 #define EPHEMERAL_FIRST 49152
 /* At cleanup, wait this long after the last transmitted frame: a peer on a
  * shared-memory device (memif) loses what it has not yet polled when our
@@ -71,6 +73,8 @@ struct fdp_port {
 	struct fdp_ep **hook_eps;
 	size_t hook_count, hook_cap;
 	atomic_size_t hook_count_hint;      /* read without the lock */
+	uint64_t hook_gap_tsc;              /* min TSC cycles between idle hook runs */
+	_Atomic uint64_t hook_last_tsc;
 
 	struct fdp_lock tx_lock;
 	uint16_t ip_id;                     /* tx_lock */
@@ -216,6 +220,7 @@ int fdp_port_get(struct fdp_port **out)
 		 (fdp_now_ns() ^ ((uint64_t)getpid() << 32));
 	if (!p->rng)
 		p->rng = 1;
+	p->hook_gap_tsc = rte_get_tsc_hz() / (1000000000ull / HOOK_IDLE_GAP_NS);
 	p->faults = fdp_params.drop > 0 || fdp_params.dup > 0 ||
 		    fdp_params.reorder > 0;
 	p->next_ephemeral = (uint16_t)(EPHEMERAL_FIRST + (p->rng % 8192));
@@ -745,13 +750,22 @@ static void rx_one(struct fdp_port *p, struct rte_mbuf *m)
 	fdp_unlock(&ep->lock);
 }
 
-static void run_hooks(struct fdp_port *p)
+/* Endpoint timers. After frames arrived they run at once (acks may open a
+ * window); on an idle poll at most every HOOK_IDLE_GAP_NS, so a thread
+ * spinning on fi_cq_read does not pay clock_gettime and the endpoint locks
+ * on every empty poll. */
+static void run_hooks(struct fdp_port *p, bool received)
 {
-	uint64_t now;
+	uint64_t now, tsc;
 	size_t i;
 
 	if (atomic_load_explicit(&p->hook_count_hint, memory_order_relaxed) == 0)
 		return;
+	tsc = rte_rdtsc();
+	if (!received &&
+	    tsc - atomic_load_explicit(&p->hook_last_tsc, memory_order_relaxed) < p->hook_gap_tsc)
+		return;
+	atomic_store_explicit(&p->hook_last_tsc, tsc, memory_order_relaxed);
 	now = fdp_now_ns();
 	fdp_lock(&p->ep_lock);
 	for (i = 0; i < p->hook_count; i++) {
@@ -797,7 +811,7 @@ int fdp_port_progress(struct fdp_port *p)
 		}
 		fdp_unlock(&p->tx_lock);
 	}
-	run_hooks(p);
+	run_hooks(p, total > 0);
 	return total;
 }
 

@@ -6,6 +6,26 @@
 #include <string.h>
 #include <time.h>
 
+void fdp_lock_slow(struct fdp_lock *l)
+{
+	unsigned int spins = 0;
+
+	for (;;) {
+		while (atomic_load_explicit(&l->held, memory_order_relaxed)) {
+			if (++spins >= 128) {
+				sched_yield();
+				spins = 0;
+			} else {
+#if defined(__x86_64__) || defined(__i386__)
+				__builtin_ia32_pause();
+#endif
+			}
+		}
+		if (!atomic_exchange_explicit(&l->held, true, memory_order_acquire))
+			return;
+	}
+}
+
 uint64_t fdp_now_ns(void)
 {
 	struct timespec ts;
