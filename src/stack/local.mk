@@ -19,3 +19,9 @@ src_stack_libstk_la_SOURCES += \
 	src/stack/stk_stream.c src/stack/stk_stream.h src/stack/stk_stream_proto.h
 src_stack_libstk_la_CFLAGS += $(FABRIC_CFLAGS)
 src_stack_libstk_la_LIBADD = $(FABRIC_LIBS) -lpthread
+
+# Readiness (issue 3 item 5): poll/ppoll/select/pselect and epoll over mixed fds.
+src_stack_libstk_la_SOURCES += \
+	src/stack/stk_ready.c src/stack/stk_ready.h \
+	src/stack/stk_poll.c \
+	src/stack/stk_epoll.c src/stack/stk_epoll.h

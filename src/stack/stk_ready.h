@@ -47,6 +47,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/select.h>
+#include <sys/time.h>
 
 struct stk_conn;
 struct stk_fab;
@@ -80,6 +82,28 @@ struct stk_ready_ops {
 extern struct stk_ready_ops stk_ready_ops;
 /* The defaults (real stack), e.g. to restore after a test. */
 extern const struct stk_ready_ops stk_ready_ops_default;
+
+/* ---- the poll family (called by the preload's wrappers) ----
+ *
+ * stk_poll: ppoll(2) semantics over fds (any mix; fd < 0 ignored), timeout NULL =
+ * forever, sigmask NULL = keep the caller's. Returns the number of entries with
+ * revents, 0 on timeout, or -errno (-EINTR, -EINVAL for a bad timeout or nfds
+ * above 2^20, -ENOMEM). revents of kernel fds are the kernel's (POLLNVAL for bad
+ * fds included); those of accelerated sockets are stk_poll_events' mapped as the
+ * kernel does for TCP. poll(fds, n, ms) is stk_poll with a timeout of ms (NULL
+ * when ms < 0) and no mask. When no fd of the set is accelerated this is one
+ * lookup per fd plus the real ppoll: nothing else.
+ *
+ * stk_select / stk_pselect: select(2) / pselect(2) semantics through the same
+ * core (nfds capped at FD_SETSIZE). -EBADF when a set holds a bad fd, -EINVAL for
+ * nfds < 0 or a bad timeout. stk_select writes the time not slept back into
+ * timeout (as Linux does, also on -EINTR); stk_pselect never modifies it. The
+ * sets are rewritten only on success. */
+int stk_poll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+	     const sigset_t *sigmask);
+int stk_select(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds, struct timeval *timeout);
+int stk_pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
+		const struct timespec *timeout, const sigset_t *sigmask);
 
 /* ---- helpers shared by stk_poll.c and stk_epoll.c (internal to the stack) ---- */
 

@@ -1,0 +1,97 @@
+/* stk_epoll: epoll over any mix of accelerated sockets and kernel fds.
+ *
+ * The application's epoll fd (E) stays a real kernel epoll fd: kernel fds are
+ * added to it by the preload with the real epoll_ctl, exactly as the app asked.
+ * A struct stk_epoll is attached to E (the preload keeps it in its fd table) the
+ * first time the app adds an accelerated socket, and from then on the preload
+ * sends every epoll_wait/epoll_pwait on E here.
+ *
+ * The object holds: the accelerated sockets registered in E (events, data,
+ * EPOLLET, EPOLLONESHOT, EPOLLRDHUP, EPOLLEXCLUSIVE accepted), and a private
+ * kernel epoll set P that is only ever used for sleeping: it contains E itself
+ * (so kernel fds wake us), each accelerated socket's kernel connection (conn->fd,
+ * the liveness channel, edge-triggered), the wait fd of every fabric in use, and
+ * the P of nested stk_epoll objects. Nothing of ours is ever put in E, so the
+ * app's data values are never ambiguous — except the optional "exposure" eventfd
+ * (stk_epoll_expose), tagged STK_EPOLL_EXPOSE_TAG and never returned to the app.
+ *
+ * Readiness of accelerated sockets is evaluated at each wait (stk_poll_events via
+ * stk_ready_ops): level-triggered items are re-reported while ready; EPOLLET items
+ * only on a new edge (the connection's generation moved, or an event bit appeared
+ * that was absent at the previous evaluation); EPOLLONESHOT items are disabled
+ * after one report until EPOLL_CTL_MOD. revents are filtered to the requested
+ * events | EPOLLERR | EPOLLHUP, as the kernel does.
+ *
+ * Fairness: when both accelerated and kernel events are ready and maxevents is
+ * short, successive waits alternate which side fills the array first, and the
+ * accelerated scan starts after the last item reported (rotation), so neither a
+ * busy accelerated socket nor a busy kernel fd starves the other.
+ *
+ * Waiting: see stk_ready.h (spin stk_cfg.spin_us, then sleep in the kernel; shm
+ * without a wait fd: slices of 50 µs doubling to 1 ms; signals and masks exactly
+ * as epoll_pwait). A sleep is a ppoll on P followed by a zero-timeout harvest.
+ *
+ * Threads: each object has its own mutex (no global lock on the wait path): any
+ * number of threads may wait on one set concurrently (an edge-triggered or
+ * one-shot report goes to one of them; level-triggered readiness may be reported
+ * to several, as the kernel does); a socket may be in several sets; the lock is
+ * held while the accelerated items are scanned (and while a liveness check runs,
+ * ≤ 20 ms). Lock order: an outer set's lock before an inner set's lock.
+ *
+ * Lifetimes: the preload must call stk_epoll_conn_closed(conn) before it frees a
+ * connection (stk_close), and stk_epoll_destroy(ep) when the app closes E (after
+ * no thread is inside a call on ep any more). Errors are -errno. */
+#ifndef STK_EPOLL_H
+#define STK_EPOLL_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+
+struct stk_conn;
+struct stk_epoll;
+
+/* data.u64 of the exposure eventfd in E; stripped from every result. */
+#define STK_EPOLL_EXPOSE_TAG 0xfab50c4e5e7ea11dull
+
+/* Attach an object to the app's kernel epoll fd epfd (not owned: the app closes
+ * it). Returns 0 or -errno (-ENOMEM, -EMFILE...). */
+int stk_epoll_create(int epfd, struct stk_epoll **out);
+/* The app closed E: free the object (also drops it from outer sets). */
+void stk_epoll_destroy(struct stk_epoll *ep);
+int stk_epoll_fd(const struct stk_epoll *ep);
+
+/* EPOLL_CTL_ADD / MOD / DEL of the accelerated socket fd (conn its connection).
+ * Errors as epoll_ctl(2): -EEXIST (ADD of a registered fd), -ENOENT (MOD/DEL of
+ * an unregistered one), -EINVAL (bad op, EPOLLEXCLUSIVE with MOD or with bits
+ * other than IN/OUT/ERR/HUP/WAKEUP/ET, MOD of an EPOLLEXCLUSIVE item), -EFAULT
+ * (ev NULL for ADD/MOD), -ENOMEM. EPOLLERR|EPOLLHUP are always reported. */
+int stk_epoll_ctl(struct stk_epoll *ep, int op, int fd, struct stk_conn *conn,
+		  struct epoll_event *ev);
+
+/* The app added (ADD/MOD/DEL) the epoll fd fd of another stk_epoll `inner` to ep's
+ * set: ep then reports fd (EPOLLIN, the app's data) when an accelerated socket of
+ * inner is ready, and sleeps on inner's sources too. The preload must also do the
+ * real epoll_ctl on E (kernel readiness of inner, and the kernel's loop check,
+ * first). Errors as stk_epoll_ctl. */
+int stk_epoll_ctl_inner(struct stk_epoll *ep, int op, int fd, struct stk_epoll *inner,
+			struct epoll_event *ev);
+
+/* Make E readable to kernel observers (a plain kernel epoll set holding E, poll or
+ * select on E) while accelerated readiness is pending in ep: an eventfd in E that
+ * every scan of ep signals or drains. Call when the app passes E to something
+ * other than epoll_wait (idempotent). Without a thread waiting on ep, the state
+ * is as of the last scan. Returns 0 or -errno. */
+int stk_epoll_expose(struct stk_epoll *ep);
+
+/* epoll_pwait semantics (sigmask NULL = epoll_wait): up to max events, the
+ * accelerated sockets' and E's merged, waiting timeout_ms (-1 = forever).
+ * Returns the count, 0 on timeout, or -errno (-EINVAL for max <= 0, -EINTR). */
+int stk_epoll_wait(struct stk_epoll *ep, struct epoll_event *evs, int max, int timeout_ms,
+		   const sigset_t *sigmask);
+
+/* Forget conn in every set (call before freeing it; close() semantics: the
+ * kernel drops a closed socket from every epoll set). */
+void stk_epoll_conn_closed(struct stk_conn *conn);
+
+#endif

@@ -1,0 +1,298 @@
+/* poll, ppoll, select and pselect over any mix of accelerated sockets and kernel
+ * fds. The contracts are in stk_ready.h. */
+#include "config.h"
+#include "stack/stk_ready.h"
+#include "stack/stk_config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/select.h>
+
+#define STACK_FDS 32   /* entries handled without the thread-local scratch */
+#define LIVENESS_EVERY 32u /* a busy set looks at the liveness channels this often */
+
+static __thread unsigned mixed_calls;
+
+/* Accelerated sockets of the set: conns[i] for each entry, NULL for kernel fds.
+ * Returns how many are accelerated. */
+static nfds_t lookup_all(const struct pollfd *fds, nfds_t nfds, struct stk_conn **conns)
+{
+	nfds_t nacc = 0;
+	for (nfds_t i = 0; i < nfds; i++) {
+		conns[i] = fds[i].fd >= 0 ? stk_ready_lookup(fds[i].fd) : NULL;
+		nacc += conns[i] != NULL;
+	}
+	return nacc;
+}
+
+static struct timespec ns_to_ts(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+			       .tv_nsec = (long)(ns % 1000000000ull) };
+	return ts;
+}
+
+/* One evaluation of the accelerated entries. Returns how many are ready. */
+static int eval_accel(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns)
+{
+	int cnt = 0;
+	for (nfds_t i = 0; i < nfds; i++) {
+		if (!conns[i])
+			continue;
+		fds[i].revents = stk_ready_revents(stk_ready_ops.events(conns[i]), fds[i].events);
+		cnt += fds[i].revents != 0;
+	}
+	return cnt;
+}
+
+/* Kernel results in k (same indexes as fds; accelerated entries carry their
+ * liveness channel): copy kernel revents, run liveness checks. Returns how many
+ * entries became ready. */
+static int take_kernel(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns,
+		       struct pollfd *k)
+{
+	int cnt = 0;
+	for (nfds_t i = 0; i < nfds; i++) {
+		if (!conns[i]) {
+			fds[i].revents = k[i].revents;
+			cnt += fds[i].revents != 0;
+		} else if (k[i].fd >= 0 && k[i].revents) {
+			stk_ready_ops.liveness(conns[i]);
+			bool was = fds[i].revents != 0;
+			fds[i].revents = stk_ready_revents(stk_ready_ops.events(conns[i]),
+							   fds[i].events);
+			cnt += !was && fds[i].revents;
+		}
+	}
+	return cnt;
+}
+
+static void arm_liveness(struct pollfd *k, nfds_t nfds, struct stk_conn **conns)
+{
+	for (nfds_t i = 0; i < nfds; i++) {
+		if (!conns[i])
+			continue;
+		k[i].fd = stk_ready_ops.liveness_fd(conns[i]);
+		k[i].events = POLLIN | POLLRDHUP;
+		k[i].revents = 0;
+	}
+}
+
+/* The mixed case. k has room for nfds + STK_READY_FAB_MAX entries. */
+static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, nfds_t nacc,
+		      struct pollfd *k, uint64_t deadline, const sigset_t *sigmask)
+{
+	struct stk_ready_fabs fabs = { .n = 0 };
+	struct stk_ready_sigs sigs = { .blocked = false };
+	const struct timespec zero = { 0, 0 };
+	nfds_t nkern = nfds - nacc;
+	bool kernel_fresh = false; /* k holds results of a sleep that just returned */
+	/* Ready sockets return at once, so the liveness channels of the others are
+	 * only looked at when sleeping or when kernel fds are polled: with only
+	 * accelerated fds, check them every LIVENESS_EVERY calls too. */
+	bool check_live = (++mixed_calls % LIVENESS_EVERY) == 0;
+	uint64_t spin_end = 0;
+	int ret;
+
+	for (nfds_t i = 0; i < nfds; i++) {
+		if (conns[i]) {
+			stk_ready_fabs_add(&fabs, conns[i]);
+		} else {
+			k[i] = fds[i];
+			k[i].revents = 0;
+		}
+	}
+	for (;;) {
+		int cnt = eval_accel(fds, nfds, conns);
+		if (kernel_fresh) {
+			cnt += take_kernel(fds, nfds, conns, k);
+		} else if (nkern || check_live) {
+			arm_liveness(k, nfds, conns);
+			int n = stk_ready_sys_ppoll(k, nfds, &zero, NULL);
+			if (n < 0) {
+				ret = n;
+				break;
+			}
+			cnt += take_kernel(fds, nfds, conns, k);
+		}
+		kernel_fresh = false;
+		check_live = false;
+		if (cnt) {
+			ret = cnt;
+			break;
+		}
+		uint64_t now = stk_ready_now_ns();
+		if (now >= deadline) {
+			ret = 0;
+			break;
+		}
+		stk_ready_block_signals(&sigs);
+		if (!spin_end)
+			spin_end = now + (uint64_t)stk_cfg.spin_us * 1000ull;
+		if (now < spin_end) {
+			stk_ready_cpu_relax();
+			continue;
+		}
+		uint64_t slice;
+		int nw = stk_ready_fabs_prepare(&fabs, k + nfds, &slice);
+		if (nw == -EAGAIN)
+			continue; /* completions pending: the next evaluation drains them */
+		arm_liveness(k, nfds, conns);
+		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER : deadline - now;
+		if (slice && slice < sleep)
+			sleep = slice;
+		struct timespec ts = ns_to_ts(sleep);
+		int n = stk_ready_sys_ppoll(k, nfds + (nfds_t)nw,
+					    sleep == STK_READY_NEVER ? NULL : &ts,
+					    stk_ready_sleep_mask(&sigs, sigmask));
+		if (n < 0) {
+			ret = n; /* -EINTR: a signal was delivered during the sleep */
+			break;
+		}
+		stk_ready_fabs_backoff(&fabs, n > 0);
+		kernel_fresh = true;
+	}
+	stk_ready_restore_signals(&sigs);
+	if (ret <= 0)
+		for (nfds_t i = 0; i < nfds; i++)
+			fds[i].revents = 0;
+	return ret;
+}
+
+static int poll_deadline(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
+			 const struct timespec *timeout, const sigset_t *sigmask)
+{
+	struct stk_conn *small_conns[STACK_FDS];
+	struct pollfd small_k[STACK_FDS + STK_READY_FAB_MAX];
+	struct stk_conn **conns = small_conns;
+	struct pollfd *k = small_k;
+	if (nfds > STACK_FDS) {
+		if (nfds > (1u << 20))
+			return -EINVAL;
+		conns = stk_ready_scratch(0, nfds * sizeof(*conns));
+		k = stk_ready_scratch(1, (nfds + STK_READY_FAB_MAX) * sizeof(*k));
+		if (!conns || !k)
+			return -ENOMEM;
+	}
+	nfds_t nacc = lookup_all(fds, nfds, conns);
+	if (!nacc)
+		return stk_ready_sys_ppoll(fds, nfds, timeout, sigmask);
+	return poll_mixed(fds, nfds, conns, nacc, k, deadline, sigmask);
+}
+
+static bool timespec_valid(const struct timespec *ts)
+{
+	return !ts || (ts->tv_sec >= 0 && ts->tv_nsec >= 0 && ts->tv_nsec < 1000000000L);
+}
+
+int stk_poll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+	     const sigset_t *sigmask)
+{
+	if (!timespec_valid(timeout))
+		return -EINVAL;
+	return poll_deadline(fds, nfds, stk_ready_deadline_ts(timeout), timeout, sigmask);
+}
+
+/* ---- select ---- */
+
+#define POLLIN_SET (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR)
+#define POLLOUT_SET (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR)
+#define POLLEX_SET (POLLPRI)
+
+static int select_core(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
+		       const struct timespec *timeout, const sigset_t *sigmask,
+		       uint64_t *deadline_out)
+{
+	if (nfds < 0 || !timespec_valid(timeout))
+		return -EINVAL;
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	uint64_t deadline = stk_ready_deadline_ts(timeout);
+	*deadline_out = deadline;
+	struct pollfd small[STACK_FDS];
+	struct pollfd *pfds = small;
+	nfds_t n = 0;
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = 0;
+		if (rfds && FD_ISSET(fd, rfds))
+			ev |= POLLIN | POLLRDNORM | POLLRDBAND;
+		if (wfds && FD_ISSET(fd, wfds))
+			ev |= POLLOUT | POLLWRNORM | POLLWRBAND;
+		if (efds && FD_ISSET(fd, efds))
+			ev |= POLLPRI;
+		if (!ev)
+			continue;
+		if (n == STACK_FDS && pfds == small) {
+			/* scratch slot 2: slots 0 and 1 are the poll core's */
+			pfds = stk_ready_scratch(2, FD_SETSIZE * sizeof(*pfds));
+			if (!pfds)
+				return -ENOMEM;
+			memcpy(pfds, small, sizeof(small));
+		}
+		pfds[n].fd = fd;
+		pfds[n].events = ev;
+		pfds[n].revents = 0;
+		n++;
+	}
+	int ret = poll_deadline(pfds, n, deadline, timeout, sigmask);
+	if (ret < 0)
+		return ret;
+	for (nfds_t i = 0; i < n; i++)
+		if (pfds[i].revents & POLLNVAL)
+			return -EBADF;
+	int bits = 0;
+	if (rfds)
+		FD_ZERO(rfds);
+	if (wfds)
+		FD_ZERO(wfds);
+	if (efds)
+		FD_ZERO(efds);
+	for (nfds_t i = 0; ret > 0 && i < n; i++) {
+		short rev = pfds[i].revents;
+		int fd = pfds[i].fd;
+		if (rfds && (pfds[i].events & POLLIN) && (rev & POLLIN_SET)) {
+			FD_SET(fd, rfds);
+			bits++;
+		}
+		if (wfds && (pfds[i].events & POLLOUT) && (rev & POLLOUT_SET)) {
+			FD_SET(fd, wfds);
+			bits++;
+		}
+		if (efds && (pfds[i].events & POLLPRI) && (rev & POLLEX_SET)) {
+			FD_SET(fd, efds);
+			bits++;
+		}
+	}
+	return bits;
+}
+
+int stk_select(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds, struct timeval *timeout)
+{
+	struct timespec ts, *tsp = NULL;
+	if (timeout) {
+		if (timeout->tv_sec < 0 || timeout->tv_usec < 0 || timeout->tv_usec >= 1000000)
+			return -EINVAL;
+		ts.tv_sec = timeout->tv_sec;
+		ts.tv_nsec = timeout->tv_usec * 1000;
+		tsp = &ts;
+	}
+	uint64_t deadline = STK_READY_NEVER;
+	int ret = select_core(nfds, rfds, wfds, efds, tsp, NULL, &deadline);
+	if (timeout && ret != -EINVAL) {
+		/* Linux writes the time not slept back (also on EINTR). */
+		uint64_t now = stk_ready_now_ns();
+		uint64_t left = deadline > now ? deadline - now : 0;
+		if (deadline == STK_READY_NEVER)
+			left = 0;
+		timeout->tv_sec = (time_t)(left / 1000000000ull);
+		timeout->tv_usec = (suseconds_t)(left % 1000000000ull / 1000);
+	}
+	return ret;
+}
+
+int stk_pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
+		const struct timespec *timeout, const sigset_t *sigmask)
+{
+	uint64_t deadline;
+	return select_core(nfds, rfds, wfds, efds, timeout, sigmask, &deadline);
+}

@@ -1,0 +1,251 @@
+#include "config.h"
+#include "stack/stk_ready.h"
+#include "stack/stk_fab.h"
+#include "stack/stk_stream.h"
+#include "stack/stk_sys.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static struct stk_conn *lookup_none(int fd)
+{
+	(void)fd;
+	return NULL;
+}
+
+struct stk_conn *(*stk_ready_lookup)(int fd) = lookup_none;
+
+/* ---- the real stack behind the ops table ---- */
+
+static int conn_liveness_fd(struct stk_conn *conn)
+{
+	/* Unlocked reads: a stale answer costs one extra wake-up at most. */
+	if (__atomic_load_n(&conn->reset, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&conn->peer_closed, __ATOMIC_RELAXED))
+		return -1;
+	return conn->fd;
+}
+
+/* Every received message bumps rx_seq under the connection lock; an unlocked
+ * read is a sufficient edge hint (until the stream exports a generation). */
+static uint64_t conn_generation(struct stk_conn *conn)
+{
+	return __atomic_load_n(&conn->rx_seq, __ATOMIC_RELAXED);
+}
+
+static struct stk_fab *conn_fab(struct stk_conn *conn)
+{
+	return __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
+}
+
+static int fab_wait_fd(struct stk_fab *fab)
+{
+	return stk_fab_wait_fd(fab);
+}
+
+const struct stk_ready_ops stk_ready_ops_default = {
+	.events = stk_poll_events,
+	.liveness_fd = conn_liveness_fd,
+	.liveness = stk_conn_check_liveness,
+	.generation = conn_generation,
+	.fab = conn_fab,
+	.progress = stk_fab_progress,
+	.wait_fd = fab_wait_fd,
+	.trywait = stk_fab_trywait,
+};
+
+struct stk_ready_ops stk_ready_ops = {
+	.events = stk_poll_events,
+	.liveness_fd = conn_liveness_fd,
+	.liveness = stk_conn_check_liveness,
+	.generation = conn_generation,
+	.fab = conn_fab,
+	.progress = stk_fab_progress,
+	.wait_fd = fab_wait_fd,
+	.trywait = stk_fab_trywait,
+};
+
+/* ---- time ---- */
+
+uint64_t stk_ready_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t stk_ready_deadline_ts(const struct timespec *timeout)
+{
+	if (!timeout)
+		return STK_READY_NEVER;
+	if (timeout->tv_sec < 0 || timeout->tv_nsec < 0)
+		return 0;
+	uint64_t ns = (uint64_t)timeout->tv_sec * 1000000000ull + (uint64_t)timeout->tv_nsec;
+	if (timeout->tv_sec > 100000000) /* > 3 years: forever for our purposes */
+		return STK_READY_NEVER;
+	return stk_ready_now_ns() + ns;
+}
+
+uint64_t stk_ready_deadline_ms(int timeout_ms)
+{
+	if (timeout_ms < 0)
+		return STK_READY_NEVER;
+	return stk_ready_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+}
+
+/* ---- system calls ---- */
+
+int stk_ready_sys_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+			const sigset_t *sigmask)
+{
+	int n;
+	if (stk_sys.ppoll) {
+		n = stk_sys.ppoll(fds, nfds, timeout, sigmask);
+	} else {
+		/* The preload did not fill the slot: the raw call is never interposed.
+		 * The kernel writes the remaining time back, so pass a copy. */
+		struct timespec copy;
+		if (timeout)
+			copy = *timeout;
+		n = (int)syscall(SYS_ppoll, fds, nfds, timeout ? &copy : NULL, sigmask,
+				 (size_t)(_NSIG / 8));
+	}
+	return n < 0 ? -errno : n;
+}
+
+/* ---- scratch ---- */
+
+#define SCRATCH_SLOTS 4
+
+struct scratch {
+	void *buf[SCRATCH_SLOTS];
+	size_t size[SCRATCH_SLOTS];
+};
+
+static __thread struct scratch *tls_scratch;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p)
+{
+	struct scratch *s = p;
+	for (unsigned i = 0; i < SCRATCH_SLOTS; i++)
+		free(s->buf[i]);
+	free(s);
+}
+
+static void scratch_key_init(void)
+{
+	pthread_key_create(&scratch_key, scratch_free);
+}
+
+void *stk_ready_scratch(unsigned slot, size_t bytes)
+{
+	if (slot >= SCRATCH_SLOTS)
+		return NULL;
+	struct scratch *s = tls_scratch;
+	if (!s) {
+		pthread_once(&scratch_once, scratch_key_init);
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return NULL;
+		tls_scratch = s;
+		pthread_setspecific(scratch_key, s);
+	}
+	if (s->size[slot] < bytes) {
+		size_t size = s->size[slot] ? s->size[slot] : 4096;
+		while (size < bytes)
+			size *= 2;
+		void *p = realloc(s->buf[slot], size);
+		if (!p)
+			return NULL;
+		s->buf[slot] = p;
+		s->size[slot] = size;
+	}
+	return s->buf[slot];
+}
+
+/* ---- signals ---- */
+
+void stk_ready_block_signals(struct stk_ready_sigs *s)
+{
+	if (s->blocked)
+		return;
+	sigset_t all;
+	sigfillset(&all);
+	if (pthread_sigmask(SIG_SETMASK, &all, &s->saved) == 0)
+		s->blocked = true;
+}
+
+void stk_ready_restore_signals(struct stk_ready_sigs *s)
+{
+	if (!s->blocked)
+		return;
+	pthread_sigmask(SIG_SETMASK, &s->saved, NULL);
+	s->blocked = false;
+}
+
+const sigset_t *stk_ready_sleep_mask(const struct stk_ready_sigs *s, const sigset_t *sigmask)
+{
+	if (sigmask)
+		return sigmask;
+	return s->blocked ? &s->saved : NULL;
+}
+
+/* ---- fabrics ---- */
+
+void stk_ready_fabs_add(struct stk_ready_fabs *f, struct stk_conn *conn)
+{
+	struct stk_fab *fab = stk_ready_ops.fab(conn);
+	if (!fab)
+		return;
+	for (unsigned i = 0; i < f->n; i++)
+		if (f->fab[i] == fab)
+			return;
+	if (f->n < STK_READY_FAB_MAX)
+		f->fab[f->n++] = fab;
+}
+
+int stk_ready_fabs_prepare(struct stk_ready_fabs *f, struct pollfd *out, uint64_t *slice_ns)
+{
+	int n = 0;
+	*slice_ns = 0;
+	for (unsigned i = 0; i < f->n; i++) {
+		int wfd = stk_ready_ops.wait_fd(f->fab[i]);
+		if (wfd < 0) {
+			if (!f->slice_ns)
+				f->slice_ns = STK_READY_SLICE_MIN_NS;
+			*slice_ns = f->slice_ns;
+			continue;
+		}
+		if (!stk_ready_ops.trywait(f->fab[i]))
+			return -EAGAIN;
+		out[n].fd = wfd;
+		out[n].events = POLLIN;
+		out[n].revents = 0;
+		n++;
+	}
+	return n;
+}
+
+void stk_ready_fabs_backoff(struct stk_ready_fabs *f, bool activity)
+{
+	if (activity || !f->slice_ns)
+		f->slice_ns = STK_READY_SLICE_MIN_NS;
+	else if (f->slice_ns < STK_READY_SLICE_MAX_NS)
+		f->slice_ns = f->slice_ns * 2 > STK_READY_SLICE_MAX_NS ? STK_READY_SLICE_MAX_NS
+								   : f->slice_ns * 2;
+}
+
+short stk_ready_revents(short stk_events, short requested)
+{
+	short ev = stk_events;
+	if (ev & POLLIN)
+		ev |= POLLRDNORM;
+	if (ev & POLLOUT)
+		ev |= POLLWRNORM;
+	return (short)(ev & (requested | POLLERR | POLLHUP));
+}
