@@ -244,16 +244,25 @@ int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *
 		return 0;
 	/* Socket-addressed providers bound to the wildcard: substitute the IP the
 	 * kernel connection uses locally, which the peer can reach by construction. */
+	/* addr may be unaligned (a byte array inside a wire struct): copy out. */
 	if (fab->info->addr_format == FI_SOCKADDR_IN && *len >= sizeof(struct sockaddr_in) &&
 	    local_ip->sa_family == AF_INET) {
-		struct sockaddr_in *sin = addr;
-		if (sin->sin_addr.s_addr == htonl(INADDR_ANY))
-			sin->sin_addr = ((const struct sockaddr_in *)local_ip)->sin_addr;
+		struct sockaddr_in sin, lin;
+		memcpy(&sin, addr, sizeof(sin));
+		memcpy(&lin, local_ip, sizeof(lin));
+		if (sin.sin_addr.s_addr == htonl(INADDR_ANY)) {
+			sin.sin_addr = lin.sin_addr;
+			memcpy(addr, &sin, sizeof(sin));
+		}
 	} else if (fab->info->addr_format == FI_SOCKADDR_IN6 &&
 		   *len >= sizeof(struct sockaddr_in6) && local_ip->sa_family == AF_INET6) {
-		struct sockaddr_in6 *sin6 = addr;
-		if (IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr))
-			sin6->sin6_addr = ((const struct sockaddr_in6 *)local_ip)->sin6_addr;
+		struct sockaddr_in6 sin6, lin6;
+		memcpy(&sin6, addr, sizeof(sin6));
+		memcpy(&lin6, local_ip, sizeof(lin6));
+		if (IN6_IS_ADDR_UNSPECIFIED(&sin6.sin6_addr)) {
+			sin6.sin6_addr = lin6.sin6_addr;
+			memcpy(addr, &sin6, sizeof(sin6));
+		}
 	}
 	return 0;
 }
