@@ -608,13 +608,18 @@ int stk_close(struct stk_conn *conn, bool abortive)
 {
 	int ret = 0;
 	pthread_mutex_lock(&conn->lock);
-	bool can_send = conn->fab && !conn->reset;
+	/* Nothing to say to a peer that reset or already closed completely (it reads
+	 * nothing more, and its process may be gone: rxm would retry a dead peer). */
+	bool can_send = conn->fab && !conn->reset && !(conn->peer_closed && conn->fin_rcvd);
 	bool rst = abortive || conn->ring_count > 0;
 	uint16_t flags = rst ? STK_MSG_RST : (conn->fin_sent ? 0 : STK_MSG_FIN) | STK_MSG_CLOSE;
 	conn->fin_sent = true;
 	pthread_mutex_unlock(&conn->lock);
 	if (can_send) {
 		ret = post_control(conn, flags, true);
+		if (ret)
+			FSK_DBG("fd %d: close: could not send %s: %s", conn->fd,
+				rst ? "RST" : "FIN", strerror(-ret));
 		/* Data written before close is delivered, like the kernel does: wait
 		 * (bounded) until every registered send has left. */
 		uint64_t deadline = now_ns() + CLOSE_DRAIN_NS;
@@ -641,8 +646,8 @@ int stk_close(struct stk_conn *conn, bool abortive)
 		pthread_mutex_lock(&table_lock);
 		__atomic_store_n(&conn_table[conn->slot], NULL, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&table_lock);
-		return ret ? ret : -ETIMEDOUT;
+		return 0;
 	}
 	stk_conn_destroy(conn);
-	return ret;
+	return 0;
 }

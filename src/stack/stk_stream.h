@@ -104,7 +104,9 @@ ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags);
 /* how: SHUT_RD, SHUT_WR, SHUT_RDWR. */
 int stk_shutdown(struct stk_conn *conn, int how);
 /* Graceful (FIN|CLOSE after the data, waits ≤ 1 s for it to leave) or abortive
- * (RST). Closes the kernel fd too and frees conn. */
+ * (RST). Closes the kernel fd too and frees conn. Returns 0: like the kernel's
+ * close, a goodbye that could not be delivered is not the caller's error (it is
+ * logged at debug level). */
 int stk_close(struct stk_conn *conn, bool abortive);
 
 /* Readiness now (drives progress once): POLLIN, POLLOUT, POLLRDHUP, POLLHUP,
