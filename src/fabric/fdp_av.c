@@ -102,6 +102,8 @@ static int av_insert(struct fid_av *av_fid, const void *addr, size_t count,
 	fi_addr_t a;
 
 	(void)flags;
+	if (count && !addr)
+		return -FI_EINVAL;
 	fdp_lock(&av->lock);
 	for (i = 0; i < count; i++) {
 		a = FI_ADDR_NOTAVAIL;
@@ -160,6 +162,8 @@ static int av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr, size_t count,
 	size_t i;
 
 	(void)flags;
+	if (count && !fi_addr)
+		return -FI_EINVAL;
 	fdp_lock(&av->lock);
 	e = atomic_load(&av->entries);
 	for (i = 0; i < count; i++)
@@ -178,7 +182,8 @@ static int av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr,
 
 	if (ret)
 		return ret;
-	memcpy(addr, &sa, *addrlen < sizeof(sa) ? *addrlen : sizeof(sa));
+	if (addr && *addrlen)
+		memcpy(addr, &sa, *addrlen < sizeof(sa) ? *addrlen : sizeof(sa));
 	*addrlen = sizeof(sa);
 	return 0;
 }

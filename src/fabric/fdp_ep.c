@@ -299,9 +299,11 @@ static int cm_getname(fid_t fid, void *addr, size_t *addrlen)
 	struct fdp_ep *ep = container_of(fid, struct fdp_ep, ep_fid.fid);
 	size_t n = *addrlen < sizeof(ep->addr) ? *addrlen : sizeof(ep->addr);
 
-	memcpy(addr, &ep->addr, n);
+	/* fi_getname(ep, NULL, &len) asks for the size */
+	if (addr && n)
+		memcpy(addr, &ep->addr, n);
 	*addrlen = sizeof(ep->addr);
-	return n < sizeof(ep->addr) ? -FI_ETOOSMALL : 0;
+	return n < sizeof(ep->addr) || !addr ? -FI_ETOOSMALL : 0;
 }
 
 static int cm_setname(fid_t fid, void *addr, size_t addrlen)

@@ -16,8 +16,20 @@ fdp_require() {
 	unset FI_PROVIDER FI_DPDK_DROP FI_DPDK_DUP FI_DPDK_REORDER
 }
 
-# A control (OOB) TCP port unique to this test process.
-fdp_oob_port() { echo $(( 20000 + ($$ * 7 + ${1:-0}) % 20000 )); }
+# A control (OOB) TCP port for fi_pingpong: derived from the PID and a
+# per-call offset, skipping ports with any socket on them (listening, or in
+# TIME_WAIT from an earlier run) when ss is available.
+fdp_oob_port() {
+	p=$(( 20000 + ($$ * 7 + ${1:-0} * 131) % 20000 ))
+	if command -v ss >/dev/null 2>&1; then
+		n=0
+		while [ $n -lt 200 ] && [ -n "$(ss -Htan "sport = :$p" 2>/dev/null)" ]; do
+			p=$(( 20000 + (p - 20000 + 997) % 20000 ))
+			n=$((n + 1))
+		done
+	fi
+	echo $p
+}
 
 # fdp_pingpong LABEL PROV EP EXPECT_LAST_SIZE "SRV_ENV" "CLI_ENV" SRV_WRAP CLI_WRAP OOB_HOST OOB_PORT [fi_pingpong args]
 # SRV_ENV/CLI_ENV are "VAR=value ..." lists; *_WRAP a command prefix (e.g.
