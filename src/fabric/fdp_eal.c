@@ -172,8 +172,16 @@ static int build_argv(struct eal_argv *a)
 		if (!copy)
 			return -FI_ENOMEM;
 		for (tok = strtok_r(copy, " \t", &save); tok;
-		     tok = strtok_r(NULL, " \t", &save))
+		     tok = strtok_r(NULL, " \t", &save)) {
+			/* rte_eal_init calls exit() after printing its usage */
+			if (!strcmp(tok, "-h") || !strcmp(tok, "--help")) {
+				FDP_WARN(FI_LOG_CORE, "FI_DPDK_EAL_ARGS: %s would make DPDK exit the process; refused\n",
+					 tok);
+				free(copy);
+				return -FI_EINVAL;
+			}
 			ret |= argv_add(a, tok);
+		}
 		free(copy);
 	}
 	if (ret) {
@@ -208,7 +216,7 @@ static int eal_start_locked(void)
 	cpu_set_t cpus;
 	sigset_t mask;
 	bool have_cpus;
-	int ret, sig, err;
+	int ret, sig, err, saved_stdout = -1;
 	char *argv_copy[FDP_EAL_MAX_ARGS + 1];
 
 	if (!fdp_params.device) {
@@ -248,8 +256,21 @@ static int eal_start_locked(void)
 	/* rte_eal_init may permute argv; keep our pointers to free them */
 	memcpy(argv_copy, a.argv, sizeof(char *) * (size_t)a.argc);
 	argv_copy[a.argc] = NULL;
+	/* With arguments from the user, a mistake makes DPDK print its usage
+	 * on stdout, which belongs to the application: send it to stderr. */
+	if (fdp_params.eal_args) {
+		fflush(stdout);
+		saved_stdout = dup(STDOUT_FILENO);
+		if (saved_stdout >= 0)
+			dup2(STDERR_FILENO, STDOUT_FILENO);
+	}
 	ret = rte_eal_init(a.argc, argv_copy);
 	err = rte_errno;
+	if (saved_stdout >= 0) {
+		fflush(stdout);
+		dup2(saved_stdout, STDOUT_FILENO);
+		close(saved_stdout);
+	}
 
 	if (have_cpus)
 		sched_setaffinity(0, sizeof(cpus), &cpus);

@@ -47,6 +47,7 @@ static void set_env(const char *device, const char *ip)
 	snprintf(path, sizeof(path), "%s/src/fabric/.libs", top ? top : ".");
 	setenv("FI_PROVIDER_PATH", path, 1);
 	setenv("FI_PROVIDER", "dpdk", 1);
+	unsetenv("FI_DPDK_EAL_ARGS");
 	if (device)
 		setenv("FI_DPDK_DEVICE", device, 1);
 	else
@@ -397,6 +398,34 @@ START_TEST(test_bad_device)
 }
 END_TEST
 
+/* EAL arguments from the user that DPDK rejects, or that would make it
+ * exit the process: an error from fi_fabric, and the process lives on. */
+static void bad_eal_args(const char *args)
+{
+	struct fi_info *h, *info;
+	struct fid_fabric *fabric = NULL;
+
+	set_env("net_ring0", IP "/24");
+	setenv("FI_DPDK_EAL_ARGS", args, 1);
+	h = hints_dgram();
+	ck_assert_int_eq(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info), 0);
+	ck_assert_int_eq(fi_fabric(info->fabric_attr, &fabric, NULL), -FI_EINVAL);
+	fi_freeinfo(info);
+	fi_freeinfo(h);
+}
+
+START_TEST(test_bad_eal_args)
+{
+	bad_eal_args("--no-such-eal-option");
+}
+END_TEST
+
+START_TEST(test_eal_help_refused)
+{
+	bad_eal_args("-m 64 --help");
+}
+END_TEST
+
 static void on_usr1(int sig)
 {
 	(void)sig;
@@ -447,6 +476,8 @@ int main(void)
 	tcase_add_test(tc, test_arp_unreachable);
 	tcase_add_test(tc, test_names_and_eq);
 	tcase_add_test(tc, test_bad_device);
+	tcase_add_test(tc, test_bad_eal_args);
+	tcase_add_test(tc, test_eal_help_refused);
 	tcase_add_test(tc, test_affinity_and_signals_untouched);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
