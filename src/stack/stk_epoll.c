@@ -339,9 +339,12 @@ static uint32_t item_events(struct ep_item *it, uint64_t *gen)
 	uint32_t want = it->events & EVENT_BITS;
 	*gen = 0;
 	if (it->conn) {
+		/* events first, generation second: an arrival between the two is then
+		 * either covered by this report or seen as a new edge by the next
+		 * scan, never reported twice */
+		short ev = stk_ready_ops.events(it->conn);
 		*gen = stk_ready_ops.generation(it->conn);
-		return (uint32_t)(uint16_t)stk_ready_revents(stk_ready_ops.events(it->conn),
-							     (short)want);
+		return (uint32_t)(uint16_t)stk_ready_revents(ev, (short)want);
 	}
 	return inner_pending(it->inner) ? (EPOLLIN | EPOLLRDNORM) & want : 0;
 }

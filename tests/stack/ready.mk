@@ -1,0 +1,7 @@
+# tests/stack/ready.mk: readiness (poll/select/epoll) over mixed fds.
+# Included at the end of tests/stack/local.mk.
+check_PROGRAMS += tests/stack/test_ready
+TESTS += tests/stack/test_ready
+tests_stack_test_ready_SOURCES = tests/stack/test_ready.c
+tests_stack_test_ready_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
+tests_stack_test_ready_LDADD = src/stack/libstk.la $(CHECK_LIBS) $(FABRIC_LIBS) -lpthread
