@@ -29,13 +29,6 @@ static int conn_liveness_fd(struct stk_conn *conn)
 	return conn->fd;
 }
 
-/* Every received message bumps rx_seq under the connection lock; an unlocked
- * read is a sufficient edge hint (until the stream exports a generation). */
-static uint64_t conn_generation(struct stk_conn *conn)
-{
-	return __atomic_load_n(&conn->rx_seq, __ATOMIC_RELAXED);
-}
-
 static struct stk_fab *conn_fab(struct stk_conn *conn)
 {
 	return __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
@@ -50,7 +43,7 @@ const struct stk_ready_ops stk_ready_ops_default = {
 	.events = stk_poll_events,
 	.liveness_fd = conn_liveness_fd,
 	.liveness = stk_conn_check_liveness,
-	.generation = conn_generation,
+	.generation = stk_conn_generation,
 	.fab = conn_fab,
 	.progress = stk_fab_progress,
 	.wait_fd = fab_wait_fd,
@@ -61,7 +54,7 @@ struct stk_ready_ops stk_ready_ops = {
 	.events = stk_poll_events,
 	.liveness_fd = conn_liveness_fd,
 	.liveness = stk_conn_check_liveness,
-	.generation = conn_generation,
+	.generation = stk_conn_generation,
 	.fab = conn_fab,
 	.progress = stk_fab_progress,
 	.wait_fd = fab_wait_fd,

@@ -4,3 +4,4 @@ TESTS += tests/stack/test_stream
 tests_stack_test_stream_SOURCES = tests/stack/test_stream.c
 tests_stack_test_stream_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
 tests_stack_test_stream_LDADD = src/stack/libstk.la $(CHECK_LIBS) $(FABRIC_LIBS) -lpthread
+include tests/stack/ready.mk
