@@ -41,7 +41,8 @@ pp() {
 		fi_pingpong -p "$prov" -e rdm -B "$port" -S "$size" -I "$iters" \
 		>"$tmp/srv" 2>&1 &
 	spid=$!
-	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+	# memif sockets are abstract (DPDK 22.11): wait until the server listens
+	for _ in $(seq 100); do grep -q "@$sock\$" /proc/net/unix && break; sleep 0.1; done
 	env ${excl:+FI_PROVIDER=$excl} FI_DPDK_DEVICE="net_memif0,role=client,socket=$sock" \
 		FI_DPDK_IP=198.18.0.2/15 timeout 120 \
 		fi_pingpong -p "$prov" -e rdm -P "$port" -S "$size" -I "$iters" 127.0.0.1 \

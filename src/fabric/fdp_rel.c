@@ -24,7 +24,7 @@ struct fdp_rel_txslot {
 
 enum txslot_state {
 	TX_SACKED = 1u << 0, /* selectively acked: never retransmit */
-	TX_RETX = 1u << 1,   /* retransmitted at least once: no RTT sample (Karn) */
+	TX_RETX = 1u << 1,   /* retransmitted at least once (RACK: which copy arrived?) */
 	TX_FR = 1u << 2,     /* fast-retransmitted since the last timeout */
 	TX_ACKREQ = 1u << 3, /* ask for an immediate ack */
 };
@@ -44,7 +44,7 @@ void fdp_rel_cfg_default(struct fdp_rel_cfg *cfg)
 {
 	*cfg = (struct fdp_rel_cfg){
 		.window = 256,
-		.frame_payload = 1432,
+		.frame_payload = 1424,
 		.ack_every = 16,
 		.dupack_thresh = 3,
 		.ack_delay_ns = 20 * 1000,
@@ -149,24 +149,43 @@ static void ack_by(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_t when)
 	peer_arm(rel, p, p->ack_deadline_ns);
 }
 
-static uint64_t build_sack(const struct fdp_rel *rel, const struct fdp_rel_peer *p)
+/* SACK bitmap for the next ack, and its base offset. An out-of-order range
+ * wider than the 64 bits is reported piecewise: every other ack shows the
+ * first 64 frames past the hole (where recovery starts), the others rotate
+ * over the rest, so the sender learns of holes far ahead within a few acks. */
+static uint64_t build_sack(const struct fdp_rel *rel, struct fdp_rel_peer *p, uint16_t *base)
 {
 	uint64_t sack = 0;
+	uint32_t extent, windows, b = 0;
 
+	*base = 0;
 	if (!p->rx || p->rx_ooo_count == 0)
 		return 0;
-	for (uint32_t i = 0; i < FDP_REL_SACK_BITS && i + 1 < rel->cfg.window; i++) {
-		uint32_t seq = p->rcv_nxt + 1 + i;
+	extent = fdp_seq_gt(p->rx_high_seq, p->rcv_nxt) ? p->rx_high_seq - p->rcv_nxt : 0;
+	windows = (extent + FDP_REL_SACK_BITS - 1) / FDP_REL_SACK_BITS;
+	if (windows > 1 && (p->sack_rot++ & 1))
+		b = FDP_REL_SACK_BITS * (1 + (p->sack_rot >> 1) % (windows - 1));
+	for (uint32_t i = 0; i < FDP_REL_SACK_BITS && b + i + 1 < rel->cfg.window; i++) {
+		uint32_t seq = p->rcv_nxt + 1 + b + i;
 		const struct fdp_rel_rxslot *s = &p->rx[seq & rel->mask];
 		if (s->present && s->seq == seq)
 			sack |= 1ull << i;
 	}
+	*base = (uint16_t)b;
 	return sack;
+}
+
+/* Timestamps: microseconds, never 0 (0 means "nothing to echo"). */
+static uint32_t ts_of(uint64_t now_ns)
+{
+	uint32_t ts = (uint32_t)(now_ns / 1000);
+
+	return ts ? ts : 1;
 }
 
 /* Build the header (with our current ack state) and hand the frame to ops->tx. */
 static int send_frame(struct fdp_rel *rel, struct fdp_rel_peer *p, uint8_t type, uint32_t seq,
-		      uint8_t uflags, uint8_t flags, const void *payload, size_t len)
+		      uint8_t uflags, uint8_t flags, const void *payload, size_t len, uint64_t now_ns)
 {
 	struct fdp_rel_hdr h;
 	bool acking = p->peer_session != 0;
@@ -180,17 +199,22 @@ static int send_frame(struct fdp_rel *rel, struct fdp_rel_peer *p, uint8_t type,
 	h.hdr.reserved = 0;
 	h.version = FDP_REL_VERSION;
 	h.uflags = uflags;
-	h.reserved = 0;
+	h.sack_base = 0;
 	h.session = htobe32(rel->cfg.session);
 	h.peer_session = htobe32(p->peer_session);
 	h.seq = htobe32(seq);
 	h.una = htobe32(p->snd_una);
+	h.tsval = htobe32(ts_of(now_ns));
+	h.tsecr = htobe32(now_ns - p->ts_recent_at_ns <= 2 * rel->cfg.ack_delay_ns ? p->ts_recent : 0);
 	if (acking) {
 		h.hdr.flags |= FDP_REL_F_ACK;
 		if (p->rnr_pending)
 			h.hdr.flags |= FDP_REL_F_RNR;
+		uint16_t base;
+
 		h.ack = htobe32(p->rcv_nxt);
-		h.sack = htobe64(build_sack(rel, p));
+		h.sack = htobe64(build_sack(rel, p, &base));
+		h.sack_base = htobe16(base);
 	} else {
 		h.ack = 0;
 		h.sack = 0;
@@ -220,7 +244,8 @@ static int xmit_slot(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t seq, 
 	if (retx || (s->state & TX_ACKREQ) || p->snd_nxt - p->snd_una >= rel->cfg.window)
 		flags |= FDP_REL_F_ACKREQ;
 	ret = send_frame(rel, p, FDP_REL_T_DATA, seq, s->uflags, flags,
-			 p->tx_data + (size_t)(seq & rel->mask) * rel->cfg.frame_payload, s->len);
+			 p->tx_data + (size_t)(seq & rel->mask) * rel->cfg.frame_payload, s->len,
+			 now_ns);
 	if (ret < 0)
 		return ret;
 	if (!s->first_tx_ns)
@@ -328,7 +353,7 @@ static void rack_note(struct fdp_rel_peer *p, const struct fdp_rel_txslot *s, ui
 }
 
 static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ack, uint64_t sack,
-			bool pure, uint64_t now_ns)
+			uint32_t sack_base, uint32_t tsecr, bool pure, uint64_t now_ns)
 {
 	bool progressed = false;
 
@@ -340,42 +365,29 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 		return; /* older than what we know: a reordered ack, nothing new */
 	rel->stats.rx_acks++;
 	p->stall_since_ns = 0; /* the peer answers: it is reachable */
+	if (tsecr) {
+		/* our own clock echoed: an exact RTT (plus the peer's ack
+		 * delay), whichever copy of whichever frame it answers */
+		uint32_t rtt_us = ts_of(now_ns) - tsecr;
+
+		if (rtt_us < 10u * 1000 * 1000) {
+			rtt_sample(rel, p, (uint64_t)rtt_us * 1000 + 500);
+			p->rto_ns = p->rto_base_ns; /* no ambiguity: backoff ends */
+		}
+	}
 
 	if (fdp_seq_gt(ack, p->snd_una)) {
-		uint64_t sample = 0;
-		bool retx_in_range = false, fresh_in_range = false;
-
 		while (p->snd_una != ack) {
 			struct fdp_rel_txslot *s = &p->tx[p->snd_una & rel->mask];
 			uint64_t cookie = s->cookie;
 
-			/* Karn, generalised: an ack whose range holds a
-			 * retransmitted frame filled a hole, and the frames
-			 * behind the hole waited for it: no sample at all.
-			 * Otherwise the newest frame's send time gives RTT
-			 * (plus at most the receiver's ack delay). */
-			if (s->state & TX_RETX)
-				retx_in_range = true;
-			else
-				fresh_in_range = true;
 			if (!(s->state & TX_SACKED))
 				rack_note(p, s, now_ns);
-			sample = s->first_tx_ns ? now_ns - s->first_tx_ns : 0;
 			s->cookie = 0;
 			p->snd_una++;
 			if (cookie)
 				rel->ops->complete(rel, p, cookie, 0);
 		}
-		if (retx_in_range)
-			sample = 0;
-		if (sample)
-			rtt_sample(rel, p, sample);
-		/* Karn: a backed-off RTO stays until a frame sent only once is
-		 * acked (else a path that got slower would time out forever);
-		 * a hole filled with frames behind it qualifies, or under
-		 * steady loss the backoff would never come down */
-		if (fresh_in_range)
-			p->rto_ns = p->rto_base_ns;
 		p->dupacks = 0;
 		if (p->snd_una == p->snd_nxt) {
 			p->rto_deadline_ns = 0;
@@ -398,7 +410,7 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 		uint32_t nholes = 0;
 
 		for (uint32_t i = 0; i < FDP_REL_SACK_BITS; i++) {
-			uint32_t off = i + 1; /* offset of ack+1+i from snd_una == ack */
+			uint32_t off = sack_base + i + 1; /* offset from snd_una == ack */
 			struct fdp_rel_txslot *s;
 
 			if (!(sack & (1ull << i)))
@@ -411,10 +423,15 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 			s->state |= TX_SACKED;
 			top = off + 1;
 		}
-		for (uint32_t off = top; off-- > 0;) {
+		/* a frame this ack does not cover may have arrived and been
+		 * reported by another ack: only offset 0 (the cumulative
+		 * point) and the window this ack covers tell what is missing */
+		for (uint32_t off = top; off-- > 0 && nholes < FDP_REL_SACK_BITS;) {
 			struct fdp_rel_txslot *s = &p->tx[(p->snd_una + off) & rel->mask];
 			if (s->state & TX_SACKED)
 				above++;
+			else if (off != 0 && off <= sack_base)
+				continue;
 			else if (above >= rel->cfg.dupack_thresh ||
 				 ((s->state & TX_RETX) &&
 				  s->last_tx_ns + p->srtt_ns / 4 < p->rack_xmit_ns))
@@ -547,7 +564,8 @@ static void rx_data(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t seq, u
 			s->len = (uint16_t)len;
 			s->uflags = uflags;
 			s->present = 1;
-			p->rx_ooo_count++;
+			if (p->rx_ooo_count++ == 0 || fdp_seq_gt(seq, p->rx_high_seq))
+				p->rx_high_seq = seq;
 			rel->stats.rx_ooo++;
 		}
 	}
@@ -611,12 +629,14 @@ void fdp_rel_rx(struct fdp_rel *rel, struct fdp_rel_peer *p, const void *frame, 
 
 	if (h.hdr.flags & FDP_REL_F_ACK) {
 		if (be32toh(h.peer_session) == rel->cfg.session)
-			process_ack(rel, p, be32toh(h.ack), be64toh(h.sack),
-				    h.hdr.type == FDP_REL_T_ACK, now_ns);
+			process_ack(rel, p, be32toh(h.ack), be64toh(h.sack), be16toh(h.sack_base),
+				    be32toh(h.tsecr), h.hdr.type == FDP_REL_T_ACK, now_ns);
 		else
 			rel->stats.rx_bad_ack++; /* meant for a previous instance of us */
 	}
 	if (h.hdr.type == FDP_REL_T_DATA) {
+		p->ts_recent = be32toh(h.tsval);
+		p->ts_recent_at_ns = now_ns;
 		rx_data(rel, p, be32toh(h.seq), h.uflags, (const uint8_t *)frame + sizeof(h),
 			be16toh(h.hdr.len) - sizeof(h), now_ns);
 		if (h.hdr.flags & FDP_REL_F_ACKREQ)
@@ -625,21 +645,20 @@ void fdp_rel_rx(struct fdp_rel *rel, struct fdp_rel_peer *p, const void *frame, 
 	deliver_buffered(rel, p); /* after an rx_restart, buffered frames may be in order */
 }
 
-static void send_pure_ack(struct fdp_rel *rel, struct fdp_rel_peer *p)
+static void send_pure_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_t now_ns)
 {
 	if (p->peer_session == 0) {
 		p->ack_deadline_ns = 0;
 		return;
 	}
-	if (send_frame(rel, p, FDP_REL_T_ACK, p->snd_nxt, 0, 0, NULL, 0) == 0)
+	if (send_frame(rel, p, FDP_REL_T_ACK, p->snd_nxt, 0, 0, NULL, 0, now_ns) == 0)
 		rel->stats.tx_acks++;
 }
 
 void fdp_rel_ack_now(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_t now_ns)
 {
-	(void)now_ns;
 	if (p->ack_deadline_ns || p->ack_pending || p->rnr_pending)
-		send_pure_ack(rel, p);
+		send_pure_ack(rel, p, now_ns);
 }
 
 static void declare_unreachable(struct fdp_rel *rel, struct fdp_rel_peer *p)
@@ -708,7 +727,7 @@ static uint64_t peer_timers(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_
 	if (p->rto_deadline_ns && p->rto_deadline_ns < next)
 		next = p->rto_deadline_ns;
 	if (p->ack_deadline_ns && now_ns >= p->ack_deadline_ns)
-		send_pure_ack(rel, p);
+		send_pure_ack(rel, p, now_ns);
 	if (p->ack_deadline_ns && p->ack_deadline_ns < next)
 		next = p->ack_deadline_ns;
 	return next;

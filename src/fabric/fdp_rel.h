@@ -11,13 +11,18 @@
  * Protocol (wire format in fdp_rel_proto.h):
  *  - 32-bit per-peer sequence numbers, compared modulo 2^32 (wrap-safe).
  *  - Every frame carries a cumulative ack (next expected seq) and a 64-bit
- *    selective-ack bitmap of what was received past it; acks ride on data
+ *    selective-ack bitmap of what was received past it (its base rotates
+ *    over an out-of-order range wider than 64 frames); acks ride on data
  *    frames, and pure ACK frames go out after cfg.ack_every in-order frames,
  *    after cfg.ack_delay_ns, or at once on a hole/duplicate/ACKREQ.
  *  - Send window of cfg.window frames; every unacknowledged frame's payload is
  *    kept in a ring preallocated per peer for retransmission.
- *  - RTO per RFC 6298 (SRTT/RTTVAR, Karn's rule: no sample from a retransmitted
- *    frame), clamped to [rto_min, rto_max], doubled on every expiry.
+ *  - RTO per RFC 6298 (SRTT/RTTVAR), clamped to [rto_min, rto_max], doubled
+ *    on every expiry. RTT samples come from echoed timestamps (RFC 7323
+ *    style: every frame carries its send time, every ack echoes the latest
+ *    one received), so they are unambiguous for retransmitted frames too
+ *    (what Karn's rule protects against) and keep coming under steady loss,
+ *    when ranges of fresh frames are rarely acked whole.
  *  - Fast retransmit on cfg.dupack_thresh duplicate acks, and of every SACK
  *    hole with at least dupack_thresh frames selectively acked above it; a
  *    retransmission is itself known lost (and resent without waiting for the
@@ -40,7 +45,7 @@
  *                 first out-of-order frame from that peer (a loss-free peer
  *                 never has one); at most cfg.max_rx_rings per fdp_rel, beyond
  *                 that out-of-order frames are dropped (rx_nomem) and resent
- * e.g. window 256, 1432-byte payload: 366 KiB + 360 KiB; an endpoint's
+ * e.g. window 256, 1424-byte payload: 364 KiB + 358 KiB; an endpoint's
  * receive rings total at most 64 x 360 KiB = 23 MiB by default.
  *
  * Thread-safety: none; the caller serialises all calls on one fdp_rel (the
@@ -64,8 +69,8 @@ static inline bool fdp_seq_gt(uint32_t a, uint32_t b) { return (int32_t)(a - b) 
 struct fdp_rel_cfg {
 	uint32_t window;        /* frames in flight per peer and receive window; power of
 	                         * two, 16..4096 (default 256) */
-	uint32_t frame_payload; /* max payload bytes per frame, 64..65000 (default 1432:
-	                         * MTU 1500 - IPv4 20 - UDP 8 - fdp_rel_hdr 40) */
+	uint32_t frame_payload; /* max payload bytes per frame, 64..65000 (default 1424:
+	                         * MTU 1500 - IPv4 20 - UDP 8 - fdp_rel_hdr 48) */
 	uint32_t ack_every;     /* pure ack after this many unacked in-order frames (16) */
 	uint32_t dupack_thresh; /* duplicate acks / SACKed frames above a hole that mean
 	                         * loss (3) */
@@ -161,6 +166,11 @@ struct fdp_rel_peer {
 	uint32_t peer_session;     /* peer's session (0 = never heard from it) */
 	uint32_t rcv_nxt;          /* next in-order seq expected */
 	uint32_t rx_ooo_count;     /* frames buffered out of order */
+	uint32_t rx_high_seq;      /* highest seq buffered (valid while rx_ooo_count) */
+	uint32_t sack_rot;         /* rotates the SACK window over a wide range */
+	uint32_t ts_recent;        /* tsval of the latest frame received, to echo */
+	uint64_t ts_recent_at_ns;  /* when it arrived: an echo later than the ack
+	                            * delay would count our think time as RTT */
 	uint32_t ack_pending;      /* in-order frames received since our last ack */
 	uint64_t ack_deadline_ns;  /* when a pure ack is due (0 = none) */
 	bool rnr_pending;          /* next ack carries FDP_REL_F_RNR */

@@ -4,8 +4,8 @@
  * An RDM frame is the UDP payload of an Ethernet/IPv4/UDP datagram
  * (fdp_proto.h):
  *
- *   struct fdp_rel_hdr  (40 bytes: the provider's struct fdp_hdr, then ours)
- *   payload             (fdp_hdr.len - 40 bytes; DATA frames only)
+ *   struct fdp_rel_hdr  (48 bytes: the provider's struct fdp_hdr, then ours)
+ *   payload             (fdp_hdr.len - 48 bytes; DATA frames only)
  *
  * The payload of a DATA frame that starts a message (FDP_REL_UF_FIRST) begins
  * with a struct fdp_msg_hdr; later segments of that message carry only
@@ -53,7 +53,9 @@ struct fdp_rel_hdr {
 	                        * flags (enum fdp_rel_flags), len = 40 + payload */
 	uint8_t version;       /* FDP_REL_VERSION */
 	uint8_t uflags;        /* enum fdp_rel_uflags (DATA only) */
-	uint16_t reserved;     /* zero on send, ignored on receive */
+	uint16_t sack_base;    /* sack bit i stands for seq ack+1+sack_base+i: the
+	                        * receiver rotates it over its out-of-order range
+	                        * when that is wider than 64 frames */
 	uint32_t session;      /* sender's instance id (random, non-zero); a new
 	                        * value means the peer restarted */
 	uint32_t peer_session; /* receiver's session as the sender knows it (0 =
@@ -63,10 +65,15 @@ struct fdp_rel_hdr {
 	uint32_t una;          /* sender's oldest unacknowledged sequence: the
 	                        * receiver never waits for anything below it */
 	uint32_t ack;          /* cumulative ack: every seq < ack was received */
-	uint64_t sack;         /* bit i set: seq ack+1+i was received (out of order) */
+	uint64_t sack;         /* bit i set: seq ack+1+sack_base+i was received
+	                        * (out of order) */
+	uint32_t tsval;        /* sender's clock when it sent this frame (us, wraps) */
+	uint32_t tsecr;        /* tsval of the latest frame the sender received from
+	                        * the receiver (0 = none): one RTT sample per ack,
+	                        * unambiguous even for retransmissions */
 } __attribute__((packed));
 
-_Static_assert(sizeof(struct fdp_rel_hdr) == 40, "fdp_rel_hdr is 40 bytes on the wire");
+_Static_assert(sizeof(struct fdp_rel_hdr) == 48, "fdp_rel_hdr is 48 bytes on the wire");
 
 /* Message-layer header, first bytes of the payload of a FIRST segment. */
 enum fdp_msg_op {

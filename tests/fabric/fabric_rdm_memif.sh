@@ -41,8 +41,9 @@ xfer() {
 	# shellcheck disable=SC2086
 	env $senv timeout "$FDP_TIMEOUT" "$XFER" server -P "$port" -T 80 "$@" >"$slog" 2>&1 &
 	spid=$!
-	# the memif client does not retry: the server's socket must exist first
-	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+	# the memif client must find the server's socket listening (DPDK 22.11
+	# memif sockets are abstract: look in /proc/net/unix, not the file system)
+	for _ in $(seq 100); do grep -q "@$sock\$" /proc/net/unix && break; sleep 0.1; done
 	# shellcheck disable=SC2086
 	env $cenv timeout "$FDP_TIMEOUT" "$XFER" client -P "$port" -T 80 "$@" 2>&1
 	crc=$?

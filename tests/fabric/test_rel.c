@@ -439,7 +439,7 @@ START_TEST(test_fast_retransmit_large)
 	/* one hole early in a 200-frame message: SACK recovery, no timeout */
 	struct fdp_msg_cfg cfg;
 	struct sim *s;
-	static uint8_t big[200 * 1432];
+	static uint8_t big[200 * 1424];
 	static uint8_t rbig[sizeof(big)];
 
 	fdp_msg_cfg_default(&cfg);
