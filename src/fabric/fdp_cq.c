@@ -191,8 +191,8 @@ static ssize_t cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
 		fdp_unlock(&cq->lock);
 		return -FI_EAGAIN;
 	}
-	cq->err_head = n->next;
-	if (!cq->err_head)
+	__atomic_store_n(&cq->err_head, n->next, __ATOMIC_RELEASE);
+	if (!n->next)
 		cq->err_tail = NULL;
 	fdp_unlock(&cq->lock);
 	/* keep the caller's err_data buffer (API >= 1.5); we have none */
