@@ -153,7 +153,7 @@ static int build_argv(struct eal_argv *a)
 	ret |= argv_add(a, buf);
 	if (hugepages_free()) {
 		ret |= argv_add(a, "--in-memory");
-		ret |= argv_add(a, "-m128");
+		ret |= argv_add(a, "-m64");
 	} else {
 		ret |= argv_add(a, "--no-huge");
 		ret |= argv_add(a, "-m64");
@@ -188,6 +188,16 @@ static int build_argv(struct eal_argv *a)
 		FDP_WARN(FI_LOG_CORE, "EAL arguments: too many (max %d) in FI_DPDK_EAL_ARGS\n",
 			 FDP_EAL_MAX_ARGS);
 		return -FI_EINVAL;
+	}
+	if (fi_log_enabled(&fdp_prov, FI_LOG_INFO, FI_LOG_CORE)) {
+		char line[1024];
+		size_t off = 0;
+		int i;
+
+		line[0] = '\0';
+		for (i = 0; i < a->argc && off < sizeof(line) - 1; i++)
+			off += (size_t)snprintf(line + off, sizeof(line) - off, " %s", a->argv[i]);
+		FDP_INFO(FI_LOG_CORE, "rte_eal_init:%s\n", line);
 	}
 	return 0;
 }
