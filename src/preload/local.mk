@@ -7,6 +7,7 @@ src_preload_libpl_la_SOURCES = \
 	src/preload/pl_real.c src/preload/pl_real.h \
 	src/preload/pl_wrap.h \
 	src/preload/pl_wrap_fd.c \
+	src/preload/pl_wrap_io.c \
 	src/preload/pl_wrap_pass.c \
 	src/preload/pl_wrap_sock.c
 

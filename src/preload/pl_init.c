@@ -5,6 +5,7 @@
 #include "preload/pl_real.h"
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
+#include "stack/stk_hooks.h"
 #include "stack/stk_log.h"
 #include "stack/stk_sock.h"
 #include "stack/stk_sys.h"
@@ -43,11 +44,23 @@ static void install_sys(void)
 		.getpeername = pl_real.getpeername,
 		.fcntl = pl_real.fcntl,
 		.poll = pl_real.poll,
+		.ppoll = pl_real.ppoll,
 		.epoll_create1 = pl_real.epoll_create1,
 		.epoll_ctl = pl_real.epoll_ctl,
 		.epoll_wait = pl_real.epoll_wait,
 	};
 	stk_sys_install(&real);
+}
+
+/* The stack brackets its libfabric calls with these (stk_hooks.h). */
+static void guard_enter(void)
+{
+	pl_enter();
+}
+
+static void guard_leave(void)
+{
+	pl_leave();
 }
 
 static const char *env_lookup(const char *name)
@@ -61,6 +74,8 @@ static void init_once_body(void)
 	pl_enter();
 	pl_real_resolve();
 	install_sys();
+	stk_hooks.enter = guard_enter;
+	stk_hooks.leave = guard_leave;
 	bool ok = stk_config_load(&stk_cfg, env_lookup, program_invocation_short_name) == 0;
 	if (ok && stk_cfg.enabled && pl_fdtab_init(&pl_fdtab, 0) != 0) {
 		FSK_ERR("cannot reserve the fd table: out of memory; libfabsock disabled, "
@@ -115,7 +130,7 @@ FSK_API int fsk_active(void)
 FSK_API int fsk_fd_accelerated(int fd)
 {
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	return sock && sock->accelerated;
+	return sock && sock->conn;
 }
 
 FSK_API int fsk_counter(const char *name, unsigned long long *value)

@@ -48,11 +48,6 @@
 	X(int, dup, (int fd), (fd)) \
 	X(int, dup2, (int fd, int fd2), (fd, fd2)) \
 	X(int, dup3, (int fd, int fd2, int flags), (fd, fd2, flags)) \
-	XO(int, fcntl64, (int fd, int cmd, ...), (fd, cmd))
-
-#define PL_SYMBOLS_PASS(X, XO) \
-	X(int, socketpair, (int domain, int type, int protocol, int sv[2]), \
-	  (domain, type, protocol, sv)) \
 	X(int, shutdown, (int fd, int how), (fd, how)) \
 	X(ssize_t, read, (int fd, void *buf, size_t len), (fd, buf, len)) \
 	X(ssize_t, readv, (int fd, const struct iovec *iov, int iovcnt), (fd, iov, iovcnt)) \
@@ -65,6 +60,22 @@
 	X(int, recvmmsg, (int fd, struct mmsghdr *vec, unsigned int vlen, int flags, \
 			  struct timespec *timeout), (fd, vec, vlen, flags, timeout)) \
 	X(ssize_t, send, (int fd, const void *buf, size_t len, int flags), (fd, buf, len, flags)) \
+	X(ssize_t, sendfile, (int out_fd, int in_fd, off_t *offset, size_t count), \
+	  (out_fd, in_fd, offset, count)) \
+	X(ssize_t, __read_chk, (int fd, void *buf, size_t len, size_t buflen), \
+	  (fd, buf, len, buflen)) \
+	X(ssize_t, __recv_chk, (int fd, void *buf, size_t len, size_t buflen, int flags), \
+	  (fd, buf, len, buflen, flags)) \
+	X(ssize_t, __recvfrom_chk, (int fd, void *buf, size_t len, size_t buflen, int flags, \
+				    __SOCKADDR_ARG addr, socklen_t *alen), \
+	  (fd, buf, len, buflen, flags, addr, alen)) \
+	XO(int, fcntl64, (int fd, int cmd, ...), (fd, cmd)) \
+	XO(ssize_t, sendfile64, (int out_fd, int in_fd, off64_t *offset, size_t count), \
+	   (out_fd, in_fd, offset, count))
+
+#define PL_SYMBOLS_PASS(X, XO) \
+	X(int, socketpair, (int domain, int type, int protocol, int sv[2]), \
+	  (domain, type, protocol, sv)) \
 	X(int, getsockopt, (int fd, int level, int name, void *val, socklen_t *len), \
 	  (fd, level, name, val, len)) \
 	X(int, setsockopt, (int fd, int level, int name, const void *val, socklen_t len), \
@@ -88,22 +99,11 @@
 			     const sigset_t *mask), (epfd, evs, max, timeout, mask)) \
 	X(pid_t, fork, (void), ()) \
 	X(int, daemon, (int nochdir, int noclose), (nochdir, noclose)) \
-	X(ssize_t, sendfile, (int out_fd, int in_fd, off_t *offset, size_t count), \
-	  (out_fd, in_fd, offset, count)) \
-	X(ssize_t, __read_chk, (int fd, void *buf, size_t len, size_t buflen), \
-	  (fd, buf, len, buflen)) \
-	X(ssize_t, __recv_chk, (int fd, void *buf, size_t len, size_t buflen, int flags), \
-	  (fd, buf, len, buflen, flags)) \
-	X(ssize_t, __recvfrom_chk, (int fd, void *buf, size_t len, size_t buflen, int flags, \
-				    __SOCKADDR_ARG addr, socklen_t *alen), \
-	  (fd, buf, len, buflen, flags, addr, alen)) \
 	X(int, __poll_chk, (struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen), \
 	  (fds, nfds, timeout, fdslen)) \
 	X(int, __ppoll_chk, (struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, \
 			     const sigset_t *mask, size_t fdslen), \
 	  (fds, nfds, timeout, mask, fdslen)) \
-	XO(ssize_t, sendfile64, (int out_fd, int in_fd, off64_t *offset, size_t count), \
-	   (out_fd, in_fd, offset, count)) \
 	XO(int, epoll_pwait2, (int epfd, struct epoll_event *evs, int max, \
 			       const struct timespec *timeout, const sigset_t *mask), \
 	   (epfd, evs, max, timeout, mask))

@@ -13,23 +13,36 @@
 
 #define PL_EXPORT __attribute__((visibility("default")))
 
-/* The tracked socket behind fd whose role is not decided yet, or NULL (the common
- * case, one lookup). Always NULL while the library's own code runs (guard). */
-static inline struct stk_sock *pl_undecided(int fd)
+/* The tracked socket behind fd, or NULL (the common case: one lookup). Always
+ * NULL while the library's own code runs (guard). */
+static inline struct stk_sock *pl_tracked(int fd)
 {
 	if (pl_guarded())
 		return NULL;
-	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
+	return pl_fdtab_get(&pl_fdtab, fd);
+}
+
+/* The tracked socket behind fd whose role is not decided yet, or NULL. */
+static inline struct stk_sock *pl_undecided(int fd)
+{
+	struct stk_sock *sock = pl_tracked(fd);
 	return sock && !sock->decided ? sock : NULL;
 }
 
 /* Decide for sock (behind fd) now that its role and addresses are known, and
- * forget fd when the kernel keeps the socket. errno is preserved. */
-void pl_decide(int fd, struct stk_sock *sock, enum stk_role role,
+ * forget fd when the kernel keeps the socket. Returns true when it stays a
+ * candidate. errno is preserved. */
+bool pl_decide(int fd, struct stk_sock *sock, enum stk_role role,
 	       const struct sockaddr *local, const struct sockaddr *remote);
 
 /* Decide using the socket's bound address as the local endpoint. */
-void pl_decide_local(int fd, struct stk_sock *sock, enum stk_role role);
+bool pl_decide_local(int fd, struct stk_sock *sock, enum stk_role role);
+
+/* Forget fd's entry (the kernel keeps the socket). errno is preserved. */
+void pl_untrack(int fd);
+
+/* A UDP socket's first datagram to an explicit destination decides udp_sender. */
+void pl_decide_sender(int fd, const void *dest, socklen_t dest_len);
 
 /* A new fd number came from the kernel: drop any stale entry left by a close we
  * could not see (fclose, close_range...). One lookup when there is none. */

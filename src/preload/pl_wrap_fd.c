@@ -3,6 +3,7 @@
  * the kernel reuses is never shadowed) and copied on every duplication. */
 #include "config.h"
 #include "preload/pl_wrap.h"
+#include "stack/stk_accel.h"
 #include "stack/stk_sock.h"
 
 #include <errno.h>
@@ -15,8 +16,11 @@ PL_EXPORT int close(int fd)
 	if (!pl_guarded() && pl_fdtab_get(&pl_fdtab, fd)) {
 		int saved_errno = errno;
 		struct stk_sock *sock = pl_fdtab_take(&pl_fdtab, fd);
-		if (sock)
-			stk_sock_unref(sock);
+		if (sock) {
+			pl_enter();
+			stk_sock_unref(sock); /* the last reference ends the connection */
+			pl_leave();
+		}
 		errno = saved_errno;
 	}
 	return PL_REAL(close)(fd);
@@ -57,8 +61,13 @@ PL_EXPORT int dup3(int fd, int fd2, int flags)
 static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 {
 	int ret = real(fd, cmd, arg);
-	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
 		after_dup(fd, ret);
+	} else if (cmd == F_SETFL && ret == 0) {
+		struct stk_sock *sock = pl_tracked(fd);
+		if (sock && sock->conn)
+			stk_accel_set_nonblock(sock, ((long)arg & O_NONBLOCK) != 0);
+	}
 	return ret;
 }
 
@@ -86,5 +95,14 @@ PL_EXPORT int ioctl(int fd, unsigned long request, ...)
 	va_start(ap, request);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
+	struct stk_sock *sock = pl_tracked(fd);
+	if (sock && sock->conn) {
+		if (request == FIONREAD) {
+			*(int *)arg = stk_accel_readable(sock);
+			return 0;
+		}
+		if (request == FIONBIO && arg) /* and the kernel fd's flag below */
+			stk_accel_set_nonblock(sock, *(const int *)arg != 0);
+	}
 	return PL_REAL(ioctl)(fd, request, arg);
 }

@@ -1,34 +1,47 @@
 /* Socket lifecycle wrappers: creation, naming, connection. They keep the fd table
- * in step and take the accelerate-or-kernel decision once a socket's role is
- * known; the calls themselves always reach the kernel socket. */
+ * in step, take the accelerate-or-kernel decision once a socket's role is known,
+ * and hand candidates to the stack around the kernel connect/listen/accept (which
+ * always happen, as the app asked). */
 #include "config.h"
 #include "preload/pl_wrap.h"
+#include "stack/stk_accel.h"
 #include "stack/stk_sock.h"
 
 #include <errno.h>
 
-void pl_decide(int fd, struct stk_sock *sock, enum stk_role role,
+void pl_untrack(int fd)
+{
+	int saved_errno = errno;
+	struct stk_sock *old = pl_fdtab_take(&pl_fdtab, fd);
+	if (old) {
+		pl_enter();
+		stk_sock_unref(old);
+		pl_leave();
+	}
+	errno = saved_errno;
+}
+
+bool pl_decide(int fd, struct stk_sock *sock, enum stk_role role,
 	       const struct sockaddr *local, const struct sockaddr *remote)
 {
 	int saved_errno = errno;
 	pl_enter();
-	if (!stk_sock_decide(sock, fd, role, local, remote)) {
-		struct stk_sock *old = pl_fdtab_take(&pl_fdtab, fd);
-		if (old)
-			stk_sock_unref(old);
-	}
+	bool keep = stk_sock_decide(sock, fd, role, local, remote);
 	pl_leave();
+	if (!keep)
+		pl_untrack(fd);
 	errno = saved_errno;
+	return keep;
 }
 
-void pl_decide_local(int fd, struct stk_sock *sock, enum stk_role role)
+bool pl_decide_local(int fd, struct stk_sock *sock, enum stk_role role)
 {
 	struct sockaddr_storage local;
 	socklen_t len = sizeof(local);
 	int saved_errno = errno;
 	bool known = PL_REAL(getsockname)(fd, (struct sockaddr *)&local, &len) == 0;
 	errno = saved_errno;
-	pl_decide(fd, sock, role, known ? (struct sockaddr *)&local : NULL, NULL);
+	return pl_decide(fd, sock, role, known ? (struct sockaddr *)&local : NULL, NULL);
 }
 
 void pl_forget_stale(int fd)
@@ -68,70 +81,96 @@ PL_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	return ret;
 }
 
+/* A listener the rules accelerate saves its clients' SYNs (before the kernel
+ * listen) so each accepted connection can tell a libfabsock client. */
 PL_EXPORT int listen(int fd, int backlog)
 {
-	int ret = PL_REAL(listen)(fd, backlog);
-	struct stk_sock *sock;
-	if (ret == 0 && (sock = pl_undecided(fd)) && sock->kind == STK_SOCK_TCP)
-		pl_decide_local(fd, sock, STK_ROLE_TCP_SERVER);
-	return ret;
+	struct stk_sock *sock = pl_undecided(fd);
+	if (sock && sock->kind == STK_SOCK_TCP &&
+	    pl_decide_local(fd, sock, STK_ROLE_TCP_SERVER)) {
+		int saved_errno = errno;
+		pl_enter();
+		bool keep = stk_accel_listen_begin(sock, fd);
+		pl_leave();
+		errno = saved_errno;
+		if (!keep)
+			pl_untrack(fd);
+	}
+	return PL_REAL(listen)(fd, backlog);
+}
+
+/* A connection accepted on an accelerating listener negotiates at once. */
+static int after_accept(int listen_fd, int newfd)
+{
+	if (newfd < 0)
+		return newfd;
+	struct stk_sock *listener = pl_tracked(listen_fd);
+	if (!listener || !listener->accel_listener) {
+		pl_forget_stale(newfd);
+		return newfd;
+	}
+	int saved_errno = errno;
+	pl_enter();
+	struct stk_sock *sock = stk_accel_accepted(listener, newfd);
+	pl_leave();
+	if (sock) {
+		pl_fdtab_set(&pl_fdtab, newfd, sock);
+		stk_sock_unref(sock); /* the table holds it now */
+	} else {
+		pl_forget_stale(newfd);
+	}
+	errno = saved_errno;
+	return newfd;
 }
 
 PL_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 {
-	int newfd = PL_REAL(accept)(fd, addr, len);
-	if (newfd >= 0)
-		pl_forget_stale(newfd);
-	return newfd;
+	return after_accept(fd, PL_REAL(accept)(fd, addr, len));
 }
 
 PL_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 {
-	int newfd = PL_REAL(accept4)(fd, addr, len, flags);
-	if (newfd >= 0)
-		pl_forget_stale(newfd);
-	return newfd;
+	return after_accept(fd, PL_REAL(accept4)(fd, addr, len, flags));
 }
 
+/* A TCP client the rules accelerate marks its SYN, connects in the kernel as the
+ * app asked, then negotiates on the new connection. */
 PL_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	struct stk_sock *sock = pl_undecided(fd);
 	const struct sockaddr *remote = PL_SA(addr);
+	bool negotiate = false;
 	if (sock && remote && len >= sizeof(sa_family_t) &&
-	    (remote->sa_family == AF_INET || remote->sa_family == AF_INET6))
-		pl_decide(fd, sock,
-			  sock->kind == STK_SOCK_TCP ? STK_ROLE_TCP_CLIENT : STK_ROLE_UDP_CONNECT,
-			  NULL, remote);
-	return PL_REAL(connect)(fd, addr, len);
+	    (remote->sa_family == AF_INET || remote->sa_family == AF_INET6) &&
+	    pl_decide(fd, sock,
+		      sock->kind == STK_SOCK_TCP ? STK_ROLE_TCP_CLIENT : STK_ROLE_UDP_CONNECT,
+		      NULL, remote)) {
+		int saved_errno = errno;
+		pl_enter();
+		negotiate = stk_accel_connect_begin(sock, fd, remote);
+		pl_leave();
+		errno = saved_errno;
+		if (!negotiate)
+			pl_untrack(fd);
+	}
+	int ret = PL_REAL(connect)(fd, addr, len);
+	if (negotiate) {
+		int saved_errno = errno;
+		pl_enter();
+		stk_accel_connect_end(sock, fd, ret == 0 ? 0 : -saved_errno);
+		pl_leave();
+		if (!sock->conn && !sock->strip_pending)
+			pl_untrack(fd);
+		errno = saved_errno;
+	}
+	return ret;
 }
 
-/* A UDP socket's first datagram to an explicit destination decides udp_sender. */
-static void decide_sender(int fd, const void *dest, socklen_t dest_len)
+void pl_decide_sender(int fd, const void *dest, socklen_t dest_len)
 {
 	struct stk_sock *sock = pl_undecided(fd);
 	const struct sockaddr *remote = dest;
 	if (sock && sock->kind == STK_SOCK_UDP && remote && dest_len >= sizeof(sa_family_t) &&
 	    (remote->sa_family == AF_INET || remote->sa_family == AF_INET6))
 		pl_decide(fd, sock, STK_ROLE_UDP_SENDER, NULL, remote);
-}
-
-PL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
-			 __CONST_SOCKADDR_ARG addr, socklen_t alen)
-{
-	decide_sender(fd, PL_SA(addr), alen);
-	return PL_REAL(sendto)(fd, buf, len, flags, addr, alen);
-}
-
-PL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
-{
-	if (msg)
-		decide_sender(fd, msg->msg_name, msg->msg_namelen);
-	return PL_REAL(sendmsg)(fd, msg, flags);
-}
-
-PL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
-{
-	if (vec && vlen > 0)
-		decide_sender(fd, vec[0].msg_hdr.msg_name, vec[0].msg_hdr.msg_namelen);
-	return PL_REAL(sendmmsg)(fd, vec, vlen, flags);
 }

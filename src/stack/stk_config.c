@@ -186,11 +186,10 @@ static int load_env(struct stk_config *cfg, stk_getenv_fn env)
 		if (strlen(v) >= sizeof(cfg->log_file))
 			return bad_value(cfg, "FABSOCK_LOG_FILE", sizeof(cfg->log_file),
 					 "path longer than %zu bytes", sizeof(cfg->log_file) - 1);
-		int fd = open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (fd < 0)
+		int err = stk_log_open_file(v);
+		if (err < 0)
 			return bad_value(cfg, "FABSOCK_LOG_FILE", 1, "cannot open '%s': %s", v,
-					 strerror(errno));
-		stk_log_set_fd(fd);
+					 strerror(-err));
 		snprintf(cfg->log_file, sizeof(cfg->log_file), "%s", v);
 	}
 	if ((v = env("FABSOCK_PROFILE"))) {
@@ -230,6 +229,12 @@ static int load_env(struct stk_config *cfg, stk_getenv_fn env)
 			return bad_value(cfg, "FABSOCK_DEFAULT", 1, "expected accel|kernel, got '%s'",
 					 v);
 		cfg->default_action = action;
+	}
+	if ((v = env("FABSOCK_TCP_ACCEL"))) {
+		if (strcmp(v, "1") == 0)
+			cfg->tcp_accel = true;
+		else if (strcmp(v, "0") != 0)
+			return bad_value(cfg, "FABSOCK_TCP_ACCEL", 1, "expected 0 or 1, got '%s'", v);
 	}
 	if ((v = env("FABSOCK_DISABLE"))) {
 		if (strcmp(v, "1") == 0)

@@ -31,6 +31,8 @@ struct stk_config {
 	unsigned window_bytes;  /* per-connection receive window granted to peers */
 	unsigned batch;         /* max messages handled per progress call */
 	int default_action;     /* enum stk_action when no rule matches */
+	bool tcp_accel;         /* FABSOCK_TCP_ACCEL=1: TCP on fabric providers (opt-in
+				 * until fork-safe connections land) */
 	char application_id[64];
 	struct stk_rules rules;
 };

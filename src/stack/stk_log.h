@@ -19,6 +19,14 @@ extern int stk_log_level; /* current threshold; written at start-up only */
 void stk_log_set_fd(int fd);
 int stk_log_get_fd(void);
 
+/* Log to the file at path (appending). The library owns that fd: it is kept
+ * high and close-on-exec, and because applications close fds behind our back
+ * (closefrom(3), close_range, fclose(fdopen(fd))) and reuse the numbers, its
+ * identity is checked before each line and the file reopened when the number
+ * now belongs to something else: a log line never lands in an app's file.
+ * Returns 0 or -errno. */
+int stk_log_open_file(const char *path);
+
 void stk_log(enum stk_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

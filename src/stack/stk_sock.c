@@ -78,9 +78,16 @@ bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
 		return false;
 	}
 	stk_count(STK_C_ACCEL_REQUESTED);
-	if (sock->kind == STK_SOCK_TCP &&
-	    (role == STK_ROLE_TCP_CLIENT || role == STK_ROLE_TCP_SERVER))
-		return true;
+	if (sock->kind == STK_SOCK_TCP) {
+		if (stk_cfg.tcp_accel)
+			return true;
+		/* A connection inherited by a forked child cannot follow it onto the
+		 * fabric yet, so TCP acceleration waits for an explicit opt-in. */
+		stk_count(STK_C_FALLBACK_NO_TRANSPORT);
+		note_fallback_once(role, "TCP acceleration is opt-in in this release "
+				   "(FABSOCK_TCP_ACCEL=1)");
+		return false;
+	}
 	/* Datagram sockets have no fabric transport yet (roadmap: UDP). */
 	stk_count(STK_C_FALLBACK_NO_TRANSPORT);
 	note_fallback_once(role, "no accelerated transport for UDP yet");

@@ -182,6 +182,37 @@ START_TEST(test_log_file)
 }
 END_TEST
 
+/* An app that closes every fd (closefrom) and reuses the numbers never gets our
+ * log lines in its files: the log file is reopened instead. */
+START_TEST(test_log_file_survives_fd_reuse)
+{
+	char log_path[32], app_path[32];
+	write_temp(log_path, "");
+	write_temp(app_path, "");
+	ck_assert_int_eq(stk_log_open_file(log_path), 0);
+	int log_fd = stk_log_get_fd();
+	ck_assert_int_gt(log_fd, 2);
+	ck_assert_int_eq(fcntl(log_fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	int app = open(app_path, O_WRONLY | O_APPEND);
+	ck_assert_int_eq(dup2(app, log_fd), log_fd); /* the app now owns that number */
+	stk_log(STK_LOG_ERROR, "after reuse");
+	char buf[256] = { 0 };
+	int fd = open(app_path, O_RDONLY);
+	ck_assert_int_eq(read(fd, buf, sizeof(buf) - 1), 0); /* nothing in the app's file */
+	close(fd);
+	fd = open(log_path, O_RDONLY);
+	ck_assert_int_gt(read(fd, buf, sizeof(buf) - 1), 0);
+	close(fd);
+	ck_assert_ptr_nonnull(strstr(buf, "error: after reuse\n"));
+	close(app);
+	close(log_fd);
+	close(stk_log_get_fd());
+	stk_log_set_fd(log_pipe[1]);
+	unlink(log_path);
+	unlink(app_path);
+}
+END_TEST
+
 /* Each bad environment disables the library with exactly one error line that
  * names the culprit. */
 static const struct {
@@ -254,6 +285,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, test_rules_and_default);
 	tcase_add_test(tc, test_config_file_after_inline);
 	tcase_add_test(tc, test_log_file);
+	tcase_add_test(tc, test_log_file_survives_fd_reuse);
 	tcase_add_loop_test(tc, test_bad_values_disable, 0,
 			    (int)(sizeof(bad_env) / sizeof(bad_env[0])));
 	tcase_add_test(tc, test_bad_config_file_position);

@@ -1,0 +1,282 @@
+/* Data wrappers: a kernel fd costs one lookup and goes to the real call; an
+ * accelerated socket goes to the stack (stk_send/stk_recv and friends), whose
+ * -errno results become errno here, once. */
+#include "config.h"
+#include "preload/pl_wrap.h"
+#include "stack/stk_accel.h"
+#include "stack/stk_stream.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/sendfile.h>
+
+extern void __chk_fail(void) __attribute__((noreturn));
+
+_Static_assert(sizeof(off_t) == sizeof(off64_t), "sendfile64 shares the off_t path");
+
+static inline ssize_t pl_ret(ssize_t ret)
+{
+	if (ret < 0) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
+
+/* The kernel raises SIGPIPE on the sending thread unless MSG_NOSIGNAL. */
+static ssize_t pl_send_ret(ssize_t ret, int flags)
+{
+	if (ret == -EPIPE && !(flags & MSG_NOSIGNAL))
+		pthread_kill(pthread_self(), SIGPIPE);
+	return pl_ret(ret);
+}
+
+static void strip_late_hello(struct stk_sock *sock, int fd)
+{
+	int saved_errno = errno;
+	pl_enter();
+	stk_accel_strip_late_hello(sock, fd);
+	pl_leave();
+	errno = saved_errno;
+}
+
+/* The accelerated socket behind fd for a receive, or NULL for the kernel. */
+static inline struct stk_sock *rx_sock(int fd)
+{
+	struct stk_sock *sock = pl_tracked(fd);
+	if (__builtin_expect(sock == NULL, 1))
+		return NULL;
+	if (sock->conn)
+		return sock;
+	if (sock->strip_pending)
+		strip_late_hello(sock, fd);
+	return NULL;
+}
+
+/* The accelerated socket behind fd for a send, or NULL for the kernel. */
+static inline struct stk_sock *tx_sock(int fd)
+{
+	struct stk_sock *sock = pl_tracked(fd);
+	if (__builtin_expect(sock == NULL, 1))
+		return NULL;
+	if (sock->conn)
+		return sock;
+	if (sock->strip_pending)
+		sock->app_wrote = true;
+	return NULL;
+}
+
+PL_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	struct stk_sock *sock = rx_sock(fd);
+	if (sock)
+		return pl_ret(stk_recv(sock->conn, buf, len, 0));
+	return PL_REAL(read)(fd, buf, len);
+}
+
+PL_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+	struct stk_sock *sock = rx_sock(fd);
+	if (sock) {
+		if (len > buflen)
+			__chk_fail();
+		return pl_ret(stk_recv(sock->conn, buf, len, 0));
+	}
+	return PL_REAL(__read_chk)(fd, buf, len, buflen);
+}
+
+PL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	struct stk_sock *sock = rx_sock(fd);
+	if (sock)
+		return pl_ret(stk_recv(sock->conn, buf, len, flags));
+	return PL_REAL(recv)(fd, buf, len, flags);
+}
+
+PL_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+	struct stk_sock *sock = rx_sock(fd);
+	if (sock) {
+		if (len > buflen)
+			__chk_fail();
+		return pl_ret(stk_recv(sock->conn, buf, len, flags));
+	}
+	return PL_REAL(__recv_chk)(fd, buf, len, buflen, flags);
+}
+
+/* A connected TCP socket reports no source address (length 0), as the kernel. */
+static ssize_t recvfrom_accel(struct stk_sock *sock, void *buf, size_t len, int flags,
+			      socklen_t *alen)
+{
+	ssize_t ret = stk_recv(sock->conn, buf, len, flags);
+	if (ret >= 0 && alen)
+		*alen = 0;
+	return pl_ret(ret);
+}
+
+PL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR_ARG addr,
+			   socklen_t *alen)
+{
+	struct stk_sock *sock = rx_sock(fd);
+	if (sock)
+		return recvfrom_accel(sock, buf, len, flags, PL_SA(addr) ? alen : NULL);
+	return PL_REAL(recvfrom)(fd, buf, len, flags, addr, alen);
+}
+
+PL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+				 __SOCKADDR_ARG addr, socklen_t *alen)
+{
+	struct stk_sock *sock = rx_sock(fd);
+	if (sock) {
+		if (len > buflen)
+			__chk_fail();
+		return recvfrom_accel(sock, buf, len, flags, PL_SA(addr) ? alen : NULL);
+	}
+	return PL_REAL(__recvfrom_chk)(fd, buf, len, buflen, flags, addr, alen);
+}
+
+PL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct stk_sock *sock = rx_sock(fd);
+	if (sock)
+		return pl_ret(stk_accel_recvv(sock, iov, iovcnt, 0));
+	return PL_REAL(readv)(fd, iov, iovcnt);
+}
+
+static ssize_t recvmsg_accel(struct stk_sock *sock, struct msghdr *msg, int flags)
+{
+	ssize_t ret = stk_accel_recvv(sock, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (ret >= 0) {
+		msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = 0;
+	}
+	return ret;
+}
+
+PL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct stk_sock *sock = rx_sock(fd);
+	if (sock)
+		return pl_ret(recvmsg_accel(sock, msg, flags));
+	return PL_REAL(recvmsg)(fd, msg, flags);
+}
+
+/* On a stream, each message takes what is there; only the first may wait. The
+ * timeout argument is not applied to accelerated sockets. */
+PL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+		       struct timespec *timeout)
+{
+	struct stk_sock *sock = rx_sock(fd);
+	if (!sock)
+		return PL_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
+	unsigned int done = 0;
+	for (; done < vlen; done++) {
+		int f = flags & ~MSG_WAITFORONE;
+		if (done && (flags & MSG_WAITFORONE))
+			f |= MSG_DONTWAIT;
+		ssize_t ret = recvmsg_accel(sock, &vec[done].msg_hdr, f);
+		if (ret <= 0) {
+			if (done == 0 && ret < 0)
+				return (int)pl_ret(ret);
+			if (ret == 0 && done == 0)
+				vec[done++].msg_len = 0;
+			break;
+		}
+		vec[done].msg_len = (unsigned int)ret;
+	}
+	return (int)done;
+}
+
+PL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	struct stk_sock *sock = tx_sock(fd);
+	if (sock)
+		return pl_send_ret(stk_send(sock->conn, buf, len, 0), 0);
+	return PL_REAL(write)(fd, buf, len);
+}
+
+PL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	struct stk_sock *sock = tx_sock(fd);
+	if (sock)
+		return pl_send_ret(stk_send(sock->conn, buf, len, flags), flags);
+	return PL_REAL(send)(fd, buf, len, flags);
+}
+
+PL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct stk_sock *sock = tx_sock(fd);
+	if (sock)
+		return pl_send_ret(stk_accel_sendv(sock, iov, iovcnt, 0), 0);
+	return PL_REAL(writev)(fd, iov, iovcnt);
+}
+
+/* sendto/sendmsg/sendmmsg also decide udp_sender for undecided sockets. */
+PL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+			 __CONST_SOCKADDR_ARG addr, socklen_t alen)
+{
+	struct stk_sock *sock = tx_sock(fd);
+	if (sock) /* a connected stream ignores the address, as TCP does */
+		return pl_send_ret(stk_send(sock->conn, buf, len, flags), flags);
+	pl_decide_sender(fd, PL_SA(addr), alen);
+	return PL_REAL(sendto)(fd, buf, len, flags, addr, alen);
+}
+
+PL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	struct stk_sock *sock = tx_sock(fd);
+	if (sock)
+		return pl_send_ret(stk_accel_sendv(sock, msg->msg_iov, (int)msg->msg_iovlen,
+						   flags), flags);
+	if (msg)
+		pl_decide_sender(fd, msg->msg_name, msg->msg_namelen);
+	return PL_REAL(sendmsg)(fd, msg, flags);
+}
+
+PL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	struct stk_sock *sock = tx_sock(fd);
+	if (!sock) {
+		if (vec && vlen > 0)
+			pl_decide_sender(fd, vec[0].msg_hdr.msg_name, vec[0].msg_hdr.msg_namelen);
+		return PL_REAL(sendmmsg)(fd, vec, vlen, flags);
+	}
+	unsigned int done = 0;
+	for (; done < vlen; done++) {
+		ssize_t ret = stk_accel_sendv(sock, vec[done].msg_hdr.msg_iov,
+					      (int)vec[done].msg_hdr.msg_iovlen, flags);
+		if (ret < 0) {
+			if (done == 0)
+				return (int)pl_send_ret(ret, flags);
+			break;
+		}
+		vec[done].msg_len = (unsigned int)ret;
+	}
+	return (int)done;
+}
+
+PL_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	struct stk_sock *sock = tx_sock(out_fd);
+	if (sock)
+		return pl_send_ret(stk_accel_sendfile(sock, in_fd, offset, count), 0);
+	return PL_REAL(sendfile)(out_fd, in_fd, offset, count);
+}
+
+PL_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
+{
+	struct stk_sock *sock = tx_sock(out_fd);
+	if (sock)
+		return pl_send_ret(stk_accel_sendfile(sock, in_fd, (off_t *)offset, count), 0);
+	return PL_REAL(sendfile64)(out_fd, in_fd, offset, count);
+}
+
+PL_EXPORT int shutdown(int fd, int how)
+{
+	struct stk_sock *sock = pl_tracked(fd);
+	if (sock && sock->conn)
+		return (int)pl_ret(stk_accel_shutdown(sock, how));
+	return PL_REAL(shutdown)(fd, how);
+}
