@@ -13,8 +13,8 @@ tests_fabric_test_fdp_frame_LDADD = src/fabric/libfdpcore.la $(CHECK_LIBS)
 check_PROGRAMS += tests/fabric/test_fdp_dgram
 TESTS += tests/fabric/test_fdp_dgram
 tests_fabric_test_fdp_dgram_SOURCES = tests/fabric/test_fdp_dgram.c
-tests_fabric_test_fdp_dgram_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
-tests_fabric_test_fdp_dgram_LDADD = $(FABRIC_LIBS) $(CHECK_LIBS)
+tests_fabric_test_fdp_dgram_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS) -pthread
+tests_fabric_test_fdp_dgram_LDADD = $(FABRIC_LIBS) $(CHECK_LIBS) -lpthread
 EXTRA_tests_fabric_test_fdp_dgram_DEPENDENCIES = src/fabric/libdpdk-fi.la
 
 # Probe program: open fabric/domain/endpoint as FI_DPDK_* say.

@@ -398,6 +398,81 @@ START_TEST(test_bad_device)
 }
 END_TEST
 
+#define MT_THREADS 3
+#define MT_PER_THREAD 300
+
+struct mt_arg {
+	struct env *e;
+	int id;
+};
+
+static void *mt_sender(void *p)
+{
+	struct mt_arg *a = p;
+	uint32_t msg[2];
+	time_t end = time(NULL) + 20;
+	ssize_t ret;
+	int i;
+
+	for (i = 0; i < MT_PER_THREAD; i++) {
+		msg[0] = (uint32_t)a->id;
+		msg[1] = (uint32_t)i;
+		do {
+			ret = fi_inject(a->e->ep[0], msg, sizeof(msg), a->e->fa[1]);
+		} while (ret == -FI_EAGAIN && time(NULL) < end);
+		if (ret)
+			return (void *)1;
+	}
+	return NULL;
+}
+
+/* FI_THREAD_SAFE: several threads inject on one endpoint while the main
+ * thread receives; every message arrives exactly once, intact. */
+START_TEST(test_threads_one_endpoint)
+{
+	static uint32_t bufs[MT_THREADS * MT_PER_THREAD][2];
+	static bool seen[MT_THREADS][MT_PER_THREAD];
+	struct mt_arg args[MT_THREADS];
+	pthread_t th[MT_THREADS];
+	struct fi_cq_tagged_entry ent;
+	struct env e;
+	void *rv;
+	int i, got = 0;
+	time_t end;
+
+	env_open(&e, FI_WAIT_NONE, false);
+	for (i = 0; i < MT_THREADS * MT_PER_THREAD; i++)
+		ck_assert_int_eq(fi_recv(e.ep[1], bufs[i], sizeof(bufs[i]), NULL,
+					 FI_ADDR_UNSPEC, NULL), 0);
+	for (i = 0; i < MT_THREADS; i++) {
+		args[i].e = &e;
+		args[i].id = i;
+		ck_assert_int_eq(pthread_create(&th[i], NULL, mt_sender, &args[i]), 0);
+	}
+	end = time(NULL) + 20;
+	while (got < MT_THREADS * MT_PER_THREAD && time(NULL) < end) {
+		if (fi_cq_read(e.cq[1], &ent, 1) != 1)
+			continue;
+		{
+			uint32_t *m = ent.buf;
+
+			ck_assert_uint_eq(ent.len, 8);
+			ck_assert_uint_lt(m[0], MT_THREADS);
+			ck_assert_uint_lt(m[1], MT_PER_THREAD);
+			ck_assert_msg(!seen[m[0]][m[1]], "duplicate %u/%u", m[0], m[1]);
+			seen[m[0]][m[1]] = true;
+		}
+		got++;
+	}
+	for (i = 0; i < MT_THREADS; i++) {
+		pthread_join(th[i], &rv);
+		ck_assert_ptr_null(rv);
+	}
+	ck_assert_int_eq(got, MT_THREADS * MT_PER_THREAD);
+	env_close(&e);
+}
+END_TEST
+
 /* EAL arguments from the user that DPDK rejects, or that would make it
  * exit the process: an error from fi_fabric, and the process lives on. */
 static void bad_eal_args(const char *args)
@@ -475,6 +550,7 @@ int main(void)
 	tcase_add_test(tc, test_wait_fd);
 	tcase_add_test(tc, test_arp_unreachable);
 	tcase_add_test(tc, test_names_and_eq);
+	tcase_add_test(tc, test_threads_one_endpoint);
 	tcase_add_test(tc, test_bad_device);
 	tcase_add_test(tc, test_bad_eal_args);
 	tcase_add_test(tc, test_eal_help_refused);
