@@ -287,9 +287,12 @@ struct fdp_ep_hooks {
 	void (*rx_rdm)(struct fdp_ep *ep, fi_addr_t src,
 		       const struct sockaddr_in *src_addr,
 		       const void *frame, size_t len);
-	/* Timers: called after every receive burst of a progress call (CQ read,
-	 * cntr read, the progress thread), at most every few µs while busy and
-	 * about every 1 ms while a waiter sleeps. now_ns from fdp_now_ns(). */
+	/* Timers: called by every progress call (CQ read, cntr read, the
+	 * progress thread) that received frames, and by idle ones at most
+	 * every 2 µs; while the application only sleeps on a wait fd, the
+	 * progress thread calls it at least every ~1 ms. Between application
+	 * calls with no wait fd armed, nothing runs (manual progress).
+	 * now_ns from fdp_now_ns(). */
 	void (*progress)(struct fdp_ep *ep, uint64_t now_ns);
 	/* fi_enable after the framework checked the bindings and registered
 	 * the UDP port: allocate what needs the CQs/AV. */
