@@ -41,6 +41,30 @@
  * Lifetimes: the preload must call stk_epoll_conn_closed(conn) before it frees a
  * connection (stk_close), and stk_epoll_destroy(ep) when the app closes E (after
  * no thread is inside a call on ep any more). Errors are -errno. */
+/* Preload integration (ep = the stk_epoll the preload keeps for an epoll fd):
+ *   epoll_ctl(epfd, op, fd, ev), fd accelerated (stk_ready_lookup(fd) = conn):
+ *       ep = the object of epfd, created with stk_epoll_create(epfd, &ep) on the
+ *       first ADD; stk_epoll_ctl(ep, op, fd, conn, ev). NOT the real epoll_ctl
+ *       (the app's kernel socket only carries liveness; E must not report it).
+ *       DEL/MOD with no object for epfd: -ENOENT.
+ *   epoll_ctl(epfd, op, fd, ev), fd an epoll fd with an object `inner`: the real
+ *       epoll_ctl first (it does the kernel's loop and depth checks); when it
+ *       succeeded, stk_epoll_ctl_inner(ep of epfd (created if needed), op, fd,
+ *       inner, ev).
+ *   any other epoll_ctl: the real one, untouched (also when epfd has an object).
+ *   epoll_wait / epoll_pwait on an epfd with an object: stk_epoll_wait(ep, evs,
+ *       max, timeout, sigmask or NULL); epoll_pwait2: timeout rounded up to ms.
+ *       Without an object: the real call.
+ *   poll/select/ppoll/pselect given an epoll fd that has an object, or the real
+ *       epoll_ctl(ADD) of it into a set without an object: stk_epoll_expose(ep).
+ *   close(epfd) of an fd with an object: stk_epoll_destroy(ep), then the real
+ *       close.
+ *   the last close of an accelerated socket: stk_epoll_conn_closed(conn) before
+ *       stk_close(conn) (requested in stk_accel_close).
+ *   A socket registered in an epoll set while it was still a kernel candidate
+ *       (non-blocking connect: EPOLLOUT before the negotiation) and accelerated
+ *       afterwards must be migrated by the preload: real EPOLL_CTL_DEL from E,
+ *       then stk_epoll_ctl(ADD) with the same events and data. */
 #ifndef STK_EPOLL_H
 #define STK_EPOLL_H
 

@@ -38,6 +38,19 @@
  * caller's mask is restored before returning.
  * Timeouts are absolute (CLOCK_MONOTONIC) deadlines; every slice recomputes the
  * remaining time. */
+/* Preload integration (src/preload calls these; negative returns are -errno, to
+ * be turned into errno = -ret, return -1 by the wrapper):
+ *   start-up     stk_ready_lookup = fd → (tracked stk_sock)->conn or NULL;
+ *                stk_sys.ppoll = the real ppoll (else the raw syscall is used)
+ *   poll         stk_poll(fds, n, ms < 0 ? NULL : &ts_of(ms), NULL)
+ *   ppoll        stk_poll(fds, n, timeout, sigmask)       (also __ppoll_chk;
+ *   __poll_chk   as poll)
+ *   select       stk_select(n, r, w, e, tv)
+ *   pselect      stk_pselect(n, r, w, e, ts, sigmask)
+ *   epoll_*      see stk_epoll.h
+ * When FABSOCK_TCP_ACCEL is off (no fd can be accelerated) the wrappers may call
+ * the real functions directly; otherwise the stk_ calls cost one lookup per fd
+ * plus the real call when no fd of the set is accelerated. */
 #ifndef STK_READY_H
 #define STK_READY_H
 
