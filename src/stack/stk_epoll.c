@@ -354,7 +354,8 @@ static bool is_edge(const struct ep_item *it, uint32_t r, uint64_t gen)
 	return r && (gen != it->gen || (r & ~it->last_ev));
 }
 
-/* Would a wait on inner report something (lock order: outer, then inner)? */
+/* Would a wait on inner report something (lock order: outer, then inner)? Also
+ * asked of a set itself (no lock held) before it sleeps. */
 static bool inner_pending(struct stk_epoll *inner)
 {
 	bool pending = false;
@@ -513,8 +514,11 @@ int stk_epoll_wait(struct stk_epoll *ep, struct epoll_event *evs, int max, int t
 		pthread_mutex_unlock(&ep->lock);
 		struct pollfd unused[STK_READY_FAB_MAX];
 		uint64_t slice;
-		if (stk_ready_fabs_prepare(&wf, unused, &slice) == -EAGAIN)
+		int nw = stk_ready_fabs_prepare(&wf, unused, &slice);
+		if (nw == -EAGAIN)
 			continue; /* completions pending: the next scan drains them */
+		if (nw > 0 && inner_pending(ep))
+			continue; /* delivered by another thread before our trywait */
 		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER : deadline - now;
 		if (slice && slice < sleep)
 			sleep = slice;

@@ -137,6 +137,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 		int nw = stk_ready_fabs_prepare(&fabs, k + nfds, &slice);
 		if (nw == -EAGAIN)
 			continue; /* completions pending: the next evaluation drains them */
+		if (nw > 0 && eval_accel(fds, nfds, conns) > 0)
+			continue; /* delivered by another thread before our trywait */
 		arm_liveness(k, nfds, conns);
 		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER : deadline - now;
 		if (slice && slice < sleep)

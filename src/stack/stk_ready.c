@@ -48,6 +48,7 @@ const struct stk_ready_ops stk_ready_ops_default = {
 	.progress = stk_fab_progress,
 	.wait_fd = fab_wait_fd,
 	.trywait = stk_fab_trywait,
+	.quiesce = stk_fab_quiesce,
 };
 
 struct stk_ready_ops stk_ready_ops = {
@@ -59,6 +60,7 @@ struct stk_ready_ops stk_ready_ops = {
 	.progress = stk_fab_progress,
 	.wait_fd = fab_wait_fd,
 	.trywait = stk_fab_trywait,
+	.quiesce = stk_fab_quiesce,
 };
 
 /* ---- time ---- */
@@ -216,6 +218,7 @@ int stk_ready_fabs_prepare(struct stk_ready_fabs *f, struct pollfd *out, uint64_
 		}
 		if (!stk_ready_ops.trywait(f->fab[i]))
 			return -EAGAIN;
+		stk_ready_ops.quiesce(f->fab[i]);
 		out[n].fd = wfd;
 		out[n].events = POLLIN;
 		out[n].revents = 0;

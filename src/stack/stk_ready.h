@@ -90,6 +90,8 @@ struct stk_ready_ops {
 	int (*progress)(struct stk_fab *fab);
 	int (*wait_fd)(struct stk_fab *fab);       /* -1: none (sleep in slices) */
 	bool (*trywait)(struct stk_fab *fab);      /* true: safe to sleep on wait_fd */
+	/* Returns once no thread is inside a delivery that began before the call. */
+	void (*quiesce)(struct stk_fab *fab);
 };
 
 extern struct stk_ready_ops stk_ready_ops;
@@ -155,7 +157,11 @@ void stk_ready_fabs_add(struct stk_ready_fabs *f, struct stk_conn *conn);
 /* Before sleeping: for each fabric, trywait. Writes the wait fds (POLLIN) to out
  * (room for STK_READY_FAB_MAX) and returns how many, or -EAGAIN when a fabric has
  * completions pending (progress and re-check instead of sleeping). *slice_ns is
- * set to the bounded slice to sleep when some fabric has no wait fd, else 0. */
+ * set to the bounded slice to sleep when some fabric has no wait fd, else 0.
+ * Lost wake-ups: a completion that another thread read before our trywait is
+ * not signalled on the wait fd, so after a successful trywait this waits for
+ * deliveries in progress (quiesce) and the caller must check readiness once
+ * more before sleeping when the result is > 0. */
 int stk_ready_fabs_prepare(struct stk_ready_fabs *f, struct pollfd *out, uint64_t *slice_ns);
 /* After a sleep that saw nothing: grow the back-off. After activity: reset it. */
 void stk_ready_fabs_backoff(struct stk_ready_fabs *f, bool activity);

@@ -116,6 +116,11 @@ static bool fake_trywait(struct stk_fab *f)
 	return true;
 }
 
+static void fake_quiesce(struct stk_fab *f)
+{
+	(void)f;
+}
+
 static const struct stk_ready_ops fake_ops = {
 	.events = fake_events,
 	.liveness_fd = fake_liveness_fd,
@@ -125,6 +130,7 @@ static const struct stk_ready_ops fake_ops = {
 	.progress = fake_progress,
 	.wait_fd = fake_wait_fd,
 	.trywait = fake_trywait,
+	.quiesce = fake_quiesce,
 };
 
 /* "Data arrives": set events, bump the generation, ring the fabric's wait fd. */
