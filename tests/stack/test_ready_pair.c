@@ -46,13 +46,22 @@ static void config(const char *prov)
 		stk_log_level = STK_LOG_WARN;
 }
 
-/* The one accelerated socket of this process, for the lookup hook. */
+/* The accelerated sockets of this process, for the lookup hook. */
+#define CONNS_MAX 8
 static struct stk_conn *the_conn;
+static struct stk_conn *more_conns[CONNS_MAX];
 
 static struct stk_conn *lookup(int fd)
 {
 	struct stk_conn *c = __atomic_load_n(&the_conn, __ATOMIC_ACQUIRE);
-	return c && c->fd == fd ? c : NULL;
+	if (c && c->fd == fd)
+		return c;
+	for (int i = 0; i < CONNS_MAX; i++) {
+		c = __atomic_load_n(&more_conns[i], __ATOMIC_ACQUIRE);
+		if (c && c->fd == fd)
+			return c;
+	}
+	return NULL;
 }
 
 static uint64_t now_ms(void)
@@ -396,6 +405,145 @@ START_TEST(pair_idle_sleeps)
 }
 END_TEST
 
+/* ---- a thread pool: one epoll set, two threads, EPOLLONESHOT re-armed ---- */
+
+#define POOL_CONNS 4
+#define POOL_ROUNDS 500
+#define POOL_MSG 64
+
+static int pool_client_conn(struct pair *p, struct stk_conn **out)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || stk_nego_mark_syn(fd, AF_INET) != 0 ||
+	    connect(fd, (const struct sockaddr *)&p->addr, sizeof(p->addr)) != 0 ||
+	    stk_nego_unmark(fd, AF_INET) != 0)
+		return -1;
+	*out = attach(fd, true, p->prov);
+	return *out ? 0 : -1;
+}
+
+/* Child: 4 connections; each round sends one numbered message on every one,
+ * then reads every echo back and checks it. */
+static int pool_child(struct pair *p, struct stk_conn *first)
+{
+	struct stk_conn *c[POOL_CONNS] = { first };
+	for (int i = 1; i < POOL_CONNS; i++)
+		if (pool_client_conn(p, &c[i]) != 0)
+			return 30;
+	for (int r = 0; r < POOL_ROUNDS; r++) {
+		for (int i = 0; i < POOL_CONNS; i++) {
+			unsigned char msg[POOL_MSG];
+			memset(msg, (r * 7 + i) & 0xff, sizeof(msg));
+			if (stk_send(c[i], msg, sizeof(msg), 0) != POOL_MSG)
+				return 31;
+		}
+		for (int i = 0; i < POOL_CONNS; i++) {
+			unsigned char msg[POOL_MSG];
+			if (stk_recv(c[i], msg, sizeof(msg), MSG_WAITALL) != POOL_MSG)
+				return 32;
+			for (int k = 0; k < POOL_MSG; k++)
+				if (msg[k] != ((r * 7 + i) & 0xff))
+					return 33;
+		}
+	}
+	for (int i = 0; i < POOL_CONNS; i++)
+		stk_close(c[i], false);
+	return 0;
+}
+
+struct pool {
+	struct stk_epoll *ep;
+	struct stk_conn *conn[POOL_CONNS];
+	int fds[POOL_CONNS];
+	int closed;          /* atomic */
+	long echoed;         /* atomic */
+	int errors;          /* atomic */
+};
+
+static void *pool_thread(void *arg)
+{
+	struct pool *pl = arg;
+	uint64_t end = now_ms() + 30000;
+	while (__atomic_load_n(&pl->closed, __ATOMIC_ACQUIRE) < POOL_CONNS && now_ms() < end) {
+		struct epoll_event ev[2];
+		int n = stk_epoll_wait(pl->ep, ev, 2, 100, NULL);
+		if (n < 0) {
+			__atomic_fetch_add(&pl->errors, 1, __ATOMIC_RELAXED);
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			int idx = (int)ev[i].data.u64;
+			struct stk_conn *c = pl->conn[idx];
+			unsigned char buf[4096];
+			bool eof = false;
+			for (;;) {
+				ssize_t got = stk_recv(c, buf, sizeof(buf), MSG_DONTWAIT);
+				if (got == -EAGAIN)
+					break;
+				if (got <= 0) {
+					eof = true;
+					break;
+				}
+				if (stk_send(c, buf, (size_t)got, 0) != got)
+					__atomic_fetch_add(&pl->errors, 1, __ATOMIC_RELAXED);
+				__atomic_fetch_add(&pl->echoed, got, __ATOMIC_RELAXED);
+			}
+			if (eof) {
+				__atomic_fetch_add(&pl->closed, 1, __ATOMIC_RELEASE);
+				continue; /* one-shot: stays disabled */
+			}
+			struct epoll_event re = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
+						  .data.u64 = (uint64_t)idx };
+			if (stk_epoll_ctl(pl->ep, EPOLL_CTL_MOD, pl->fds[idx], c, &re) != 0)
+				__atomic_fetch_add(&pl->errors, 1, __ATOMIC_RELAXED);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(pair_thread_pool)
+{
+	struct pair p;
+	struct pool pl = { .closed = 0 };
+	pl.conn[0] = pair_start(&p, _i, pool_child);
+	for (int i = 1; i < POOL_CONNS; i++) {
+		struct pollfd pfd = { .fd = p.lfd, .events = POLLIN };
+		ck_assert_int_eq(poll(&pfd, 1, 10000), 1);
+		int fd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
+		ck_assert_int_ge(fd, 0);
+		pl.conn[i] = attach(fd, false, p.prov);
+		ck_assert_ptr_nonnull(pl.conn[i]);
+		__atomic_store_n(&more_conns[i], pl.conn[i], __ATOMIC_RELEASE);
+	}
+	int epfd = epoll_create1(EPOLL_CLOEXEC);
+	ck_assert_int_eq(stk_epoll_create(epfd, &pl.ep), 0);
+	for (int i = 0; i < POOL_CONNS; i++) {
+		pl.fds[i] = pl.conn[i]->fd;
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
+					  .data.u64 = (uint64_t)i };
+		ck_assert_int_eq(stk_epoll_ctl(pl.ep, EPOLL_CTL_ADD, pl.fds[i], pl.conn[i], &ev), 0);
+	}
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, pool_thread, &pl), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_int_eq(pl.errors, 0);
+	ck_assert_int_eq(pl.closed, POOL_CONNS);
+	ck_assert_int_eq(pl.echoed, (long)POOL_CONNS * POOL_ROUNDS * POOL_MSG);
+	ck_assert_int_eq(pair_wait(&p), 0);
+	for (int i = 0; i < POOL_CONNS; i++) {
+		__atomic_store_n(&more_conns[i], NULL, __ATOMIC_RELEASE);
+		if (i == 0)
+			__atomic_store_n(&the_conn, NULL, __ATOMIC_RELEASE);
+		stk_epoll_conn_closed(pl.conn[i]);
+		stk_close(pl.conn[i], false);
+	}
+	stk_epoll_destroy(pl.ep);
+	close(epfd);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("ready_pair");
@@ -404,6 +552,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, pair_poll_select_epoll, 0, 2);
 	tcase_add_loop_test(tc, pair_peer_killed, 0, 4);
 	tcase_add_loop_test(tc, pair_idle_sleeps, 0, 2);
+	tcase_add_loop_test(tc, pair_thread_pool, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
