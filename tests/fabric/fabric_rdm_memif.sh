@@ -9,6 +9,8 @@
 # built-in ofi_rxd is registered before external providers and fi_getinfo
 # keeps that order), so `-p dpdk -e rdm` alone would run ofi_rxd:
 # FI_PROVIDER=^ofi_rxd takes the layered one out.
+# generous bounds: on a loaded 2-core machine the 256 MiB run can take a minute
+FDP_TIMEOUT=${FDP_TIMEOUT:-200}
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/fabric/fabric_lib.sh"
 fdp_require
 
@@ -39,13 +41,13 @@ xfer() {
 	rm -f "$sock"
 	slog=$(mktemp)
 	# shellcheck disable=SC2086
-	env $senv timeout "$FDP_TIMEOUT" "$XFER" server -P "$port" -T 80 "$@" >"$slog" 2>&1 &
+	env $senv timeout "$FDP_TIMEOUT" "$XFER" server -P "$port" -T 180 "$@" >"$slog" 2>&1 &
 	spid=$!
 	# the memif client must find the server's socket listening (DPDK 22.11
 	# memif sockets are abstract: look in /proc/net/unix, not the file system)
 	for _ in $(seq 100); do grep -q "@$sock\$" /proc/net/unix && break; sleep 0.1; done
 	# shellcheck disable=SC2086
-	env $cenv timeout "$FDP_TIMEOUT" "$XFER" client -P "$port" -T 80 "$@" 2>&1
+	env $cenv timeout "$FDP_TIMEOUT" "$XFER" client -P "$port" -T 180 "$@" 2>&1
 	crc=$?
 	wait "$spid"
 	src=$?
