@@ -40,6 +40,15 @@ static struct stk_conn *lookup(int fd)
 	return the_conn && the_conn->fd == fd ? the_conn : NULL;
 }
 
+/* libfabric 1.17's shm leaves "/dev/shm/<pid>:0:0" behind unless the endpoint
+ * is closed, which the stack never does: remove ours before exiting. */
+static void shm_cleanup_self(void)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/dev/shm/%d:0:0", (int)getpid());
+	unlink(path);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -174,6 +183,7 @@ static void run(const char *prov, bool accel, enum mode mode, long iters)
 		}
 		if (accel)
 			stk_close(conn, false);
+		shm_cleanup_self();
 		_exit(0);
 	}
 	if (accel && stk_accel_listen(lfd) != 0)
@@ -246,6 +256,7 @@ int main(int argc, char **argv)
 			die("fork");
 		if (pid == 0) {
 			run(prov, i & 1, i < 2 ? MODE_POLL : MODE_EPOLL, iters);
+			shm_cleanup_self();
 			_exit(0);
 		}
 		int status;

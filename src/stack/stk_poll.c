@@ -236,22 +236,49 @@ static int select_core(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 		pfds[n].revents = 0;
 		n++;
 	}
-	int ret = poll_deadline(pfds, n, deadline, timeout, sigmask);
-	if (ret < 0)
-		return ret;
-	for (nfds_t i = 0; i < n; i++)
-		if (pfds[i].revents & POLLNVAL)
-			return -EBADF;
-	int bits = 0;
+	/* An fd asked only for exceptional conditions may report POLLHUP/POLLERR,
+	 * which select ignores for it: such entries are dropped and the wait goes
+	 * on for the remaining time, as the kernel's select would sleep on. */
+	int ret, bits;
+	for (;;) {
+		struct timespec left, *leftp = NULL;
+		if (deadline != STK_READY_NEVER) {
+			uint64_t now = stk_ready_now_ns();
+			uint64_t ns = deadline > now ? deadline - now : 0;
+			left.tv_sec = (time_t)(ns / 1000000000ull);
+			left.tv_nsec = (long)(ns % 1000000000ull);
+			leftp = &left;
+		}
+		ret = poll_deadline(pfds, n, deadline, leftp, sigmask);
+		if (ret < 0)
+			return ret;
+		bits = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			short rev = pfds[i].revents;
+			if (rev & POLLNVAL)
+				return -EBADF;
+			bool any = ((pfds[i].events & POLLIN) && (rev & POLLIN_SET)) ||
+				   ((pfds[i].events & POLLOUT) && (rev & POLLOUT_SET)) ||
+				   ((pfds[i].events & POLLPRI) && (rev & POLLEX_SET));
+			if (rev && !any)
+				pfds[i].fd = -1;
+			bits += any;
+		}
+		if (ret == 0 || bits)
+			break;
+	}
 	if (rfds)
 		FD_ZERO(rfds);
 	if (wfds)
 		FD_ZERO(wfds);
 	if (efds)
 		FD_ZERO(efds);
+	bits = 0;
 	for (nfds_t i = 0; ret > 0 && i < n; i++) {
 		short rev = pfds[i].revents;
 		int fd = pfds[i].fd;
+		if (fd < 0)
+			continue;
 		if (rfds && (pfds[i].events & POLLIN) && (rev & POLLIN_SET)) {
 			FD_SET(fd, rfds);
 			bits++;

@@ -533,6 +533,24 @@ START_TEST(select_mixed)
 	int m = a->fd > q[0] ? a->fd : q[0];
 	ck_assert_int_eq(stk_select(m + 1, &r, NULL, NULL, NULL), -EBADF);
 	ck_assert_int_eq(stk_select(-1, NULL, NULL, NULL, NULL), -EINVAL);
+	/* a hung-up socket asked only for exceptional conditions is not ready:
+	 * select sleeps to its timeout (as the kernel's) */
+	int sp[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	close(sp[1]);
+	fd_set e;
+	FD_ZERO(&e);
+	FD_SET(sp[0], &e);
+	FD_ZERO(&r);
+	FD_SET(b->fd, &r);
+	fake_set(b, 0);
+	m = sp[0] > b->fd ? sp[0] : b->fd;
+	tv.tv_sec = 0;
+	tv.tv_usec = 30000;
+	t0 = now_ms();
+	ck_assert_int_eq(stk_select(m + 1, &r, NULL, &e, &tv), 0);
+	ck_assert_uint_ge(now_ms() - t0, 30);
+	close(sp[0]);
 	close(p[0]);
 	close(p[1]);
 }
