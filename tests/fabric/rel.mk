@@ -28,3 +28,21 @@ tests_fabric_rdm_xfer_CFLAGS = $(AM_CFLAGS) $(FABRIC_CFLAGS)
 tests_fabric_rdm_xfer_LDADD = $(FABRIC_LIBS)
 TESTS += tests/fabric/fabric_rdm_memif.sh
 EXTRA_DIST += tests/fabric/fabric_rdm_memif.sh
+
+# libFuzzer target of the reliability engine + message layer (clang when
+# configure found it, run for a bounded time; SKIP otherwise).
+if HAVE_CLANG
+check_SCRIPTS += tests/fabric/fuzz_rel
+endif
+tests/fabric/fuzz_rel: $(top_srcdir)/tests/fabric/fuzz_rel.c $(top_srcdir)/tests/fabric/rel_sim.c \
+		$(top_srcdir)/tests/fabric/rel_sim.h $(top_srcdir)/src/fabric/fdp_rel.c \
+		$(top_srcdir)/src/fabric/fdp_rel.h $(top_srcdir)/src/fabric/fdp_rel_proto.h \
+		$(top_srcdir)/src/fabric/fdp_msg.c $(top_srcdir)/src/fabric/fdp_msg.h
+	@$(MKDIR_P) tests/fabric
+	$(AM_V_CCLD)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined \
+		-I$(top_srcdir)/src -I$(top_srcdir)/tests/fabric -I$(top_builddir) -o $@ \
+		$(top_srcdir)/tests/fabric/fuzz_rel.c $(top_srcdir)/tests/fabric/rel_sim.c \
+		$(top_srcdir)/src/fabric/fdp_rel.c $(top_srcdir)/src/fabric/fdp_msg.c
+CLEANFILES += tests/fabric/fuzz_rel
+TESTS += tests/fabric/fabric_fuzz_rel.sh
+EXTRA_DIST += tests/fabric/fuzz_rel.c tests/fabric/fabric_fuzz_rel.sh
