@@ -171,6 +171,12 @@ void stk_ready_block_signals(struct stk_ready_sigs *s)
 		return;
 	sigset_t all;
 	sigfillset(&all);
+	/* Signals a fault raises synchronously are never blocked: the kernel would
+	 * kill the process instead of running the app's handler (a GC or a JIT
+	 * relying on SIGSEGV). */
+	static const int sync_sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS };
+	for (size_t i = 0; i < sizeof(sync_sigs) / sizeof(sync_sigs[0]); i++)
+		sigdelset(&all, sync_sigs[i]);
 	if (pthread_sigmask(SIG_SETMASK, &all, &s->saved) == 0)
 		s->blocked = true;
 }

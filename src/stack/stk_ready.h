@@ -29,13 +29,17 @@
  *     idle waiter wakes at most ~1000 times a second (≈0 % CPU), and data that
  *     arrives during a long idle period is noticed up to 1 ms late (the first
  *     slices after activity are 50 µs, so a busy conversation stays fast).
- * Signals: from step 2 on, every signal is blocked in the calling thread and the
+ * Signals: from step 2 on, every signal but the synchronous fault signals
+ * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) is blocked in the calling
+ * thread and the
  * kernel sleeps run with the caller's mask (poll, epoll_wait) or with sigmask
  * (ppoll, pselect, epoll_pwait) atomically, so a signal that arrives at any time
  * during the call is delivered inside a kernel sleep and the call returns -EINTR,
  * exactly as the kernel's calls do (never restarted, whatever SA_RESTART says);
  * a signal the call's mask blocks stays pending until the call returns. The
- * caller's mask is restored before returning.
+ * caller's mask is restored before returning. Sets above 32 fds use a
+ * thread-local scratch buffer: a signal handler that calls poll/select with more
+ * than 32 fds while the same thread is inside one of them is not supported.
  * Timeouts are absolute (CLOCK_MONOTONIC) deadlines; every slice recomputes the
  * remaining time. */
 /* Preload integration (src/preload calls these; negative returns are -errno, to
