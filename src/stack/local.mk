@@ -14,11 +14,12 @@ src_stack_libstk_la_SOURCES += \
 	src/stack/stk_accel.c src/stack/stk_accel.h \
 	src/stack/stk_conn.c src/stack/stk_conn.h \
 	src/stack/stk_fab.c src/stack/stk_fab.h \
+	src/stack/stk_fi.c src/stack/stk_fi.h \
 	src/stack/stk_hooks.c src/stack/stk_hooks.h \
 	src/stack/stk_nego.c src/stack/stk_nego.h \
 	src/stack/stk_stream.c src/stack/stk_stream.h src/stack/stk_stream_proto.h
 src_stack_libstk_la_CFLAGS += $(FABRIC_CFLAGS)
-src_stack_libstk_la_LIBADD = $(FABRIC_LIBS) -lpthread
+src_stack_libstk_la_LIBADD = -ldl -lpthread
 
 # Readiness (issue 3 item 5): poll/ppoll/select/pselect and epoll over mixed fds.
 src_stack_libstk_la_SOURCES += \

@@ -52,6 +52,7 @@ static void set_defaults(struct stk_config *cfg)
 	snprintf(cfg->providers, sizeof(cfg->providers), "shm,dpdk,verbs,efa,tcp");
 	apply_profile(cfg, 0);
 	cfg->default_action = STK_ACTION_ACCEL;
+	cfg->nego_wait_ms = 5; /* P3: the only delay an app sees, once per destination */
 	stk_rules_init(&cfg->rules);
 }
 
@@ -230,6 +231,9 @@ static int load_env(struct stk_config *cfg, stk_getenv_fn env)
 					 v);
 		cfg->default_action = action;
 	}
+	if ((v = env("FABSOCK_NEGO_WAIT_MS")) &&
+	    (ret = parse_unsigned(cfg, "FABSOCK_NEGO_WAIT_MS", v, 10000, &cfg->nego_wait_ms)))
+		return ret;
 	if ((v = env("FABSOCK_TCP_ACCEL"))) {
 		if (strcmp(v, "1") == 0)
 			cfg->tcp_accel = true;

@@ -106,7 +106,7 @@ static int attach_client(int fd, struct stk_conn **out, struct stk_attach_info *
 		return -errno;
 	enum stk_nego_peer known = stk_nego_cache_get((struct sockaddr *)&peer);
 	int wait_ms = known == STK_PEER_CAPABLE ? STK_NEGO_WAIT_CAPABLE_MS
-		    : known == STK_PEER_PLAIN ? 0 : STK_NEGO_WAIT_UNKNOWN_MS;
+		    : known == STK_PEER_PLAIN ? 0 : (int)stk_cfg.nego_wait_ms;
 
 	struct stk_nego_msg hello;
 	int ret = stk_nego_recv_msg(fd, &hello, wait_ms);

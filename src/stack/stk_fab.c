@@ -1,5 +1,6 @@
 #include "config.h"
 #include "stack/stk_fab.h"
+#include "stack/stk_fi.h"
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_hooks.h"
@@ -122,7 +123,7 @@ int stk_fab_send(struct stk_fab *fab, struct stk_fab_buf *buf, size_t len, fi_ad
 	if (ret == 0)
 		return 0;
 	if (ret != -FI_EAGAIN)
-		FSK_WARN("fi_send on %s: %s", fab->name, fi_strerror((int)-ret));
+		FSK_WARN("fi_send on %s: %s", fab->name, stk_fi.strerror((int)-ret));
 	return (int)ret;
 }
 
@@ -134,7 +135,7 @@ int stk_fab_inject(struct stk_fab *fab, const void *msg, size_t len, fi_addr_t d
 	if (ret == 0)
 		return 0;
 	if (ret != -FI_EAGAIN)
-		FSK_WARN("fi_inject on %s: %s", fab->name, fi_strerror((int)-ret));
+		FSK_WARN("fi_inject on %s: %s", fab->name, stk_fi.strerror((int)-ret));
 	return (int)ret;
 }
 
@@ -148,7 +149,7 @@ static int post_rx(struct stk_fab *fab, struct stk_fab_buf *buf)
 		return 0;
 	}
 	if (ret)
-		FSK_WARN("fi_recv on %s: %s", fab->name, fi_strerror((int)-ret));
+		FSK_WARN("fi_recv on %s: %s", fab->name, stk_fi.strerror((int)-ret));
 	return (int)ret;
 }
 
@@ -198,9 +199,9 @@ int stk_fab_progress(struct stk_fab *fab)
 			static int logged;
 			if (__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED) == 0)
 				FSK_INFO("%s: completion error: %s (logged once, counted in "
-					 "fab_cq_errors)", fab->name, fi_strerror(err.err));
+					 "fab_cq_errors)", fab->name, stk_fi.strerror(err.err));
 			else
-				FSK_DBG("%s: completion error: %s", fab->name, fi_strerror(err.err));
+				FSK_DBG("%s: completion error: %s", fab->name, stk_fi.strerror(err.err));
 			complete(fab, err.op_context, err.flags, 0, false);
 			handled = 1;
 		}
@@ -275,7 +276,7 @@ int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr
 	stk_fi_leave();
 	if (ret != 1) {
 		FSK_WARN("fi_av_insert on %s: %s", fab->name,
-			 ret < 0 ? fi_strerror(-ret) : "address rejected");
+			 ret < 0 ? stk_fi.strerror(-ret) : "address rejected");
 		return ret < 0 ? ret : -EINVAL;
 	}
 	return 0;
@@ -298,7 +299,7 @@ static void fab_close(struct stk_fab *fab)
 	if (fab->fabric)
 		fi_close(&fab->fabric->fid);
 	if (fab->info)
-		fi_freeinfo(fab->info);
+		stk_fi.freeinfo(fab->info);
 	if (fab->slab)
 		munmap(fab->slab, fab->slab_len);
 	free(fab);
@@ -308,7 +309,7 @@ static void fab_close(struct stk_fab *fab)
 	do { \
 		int fi_try_ret = (call); \
 		if (fi_try_ret) { \
-			FSK_WARN("%s: %s: %s", name, what, fi_strerror(-fi_try_ret)); \
+			FSK_WARN("%s: %s: %s", name, what, stk_fi.strerror(-fi_try_ret)); \
 			ret = fi_try_ret < 0 ? fi_try_ret : -EIO; \
 			goto fail; \
 		} \
@@ -316,12 +317,14 @@ static void fab_close(struct stk_fab *fab)
 
 static int fab_open(const char *name, struct stk_fab **out)
 {
-	int ret;
+	int ret = stk_fi_load();
+	if (ret)
+		return ret;
 	struct stk_fab *fab = calloc(1, sizeof(*fab));
-	struct fi_info *hints = fi_allocinfo();
+	struct fi_info *hints = stk_fi.dupinfo(NULL);
 	if (!fab || !hints) {
 		free(fab);
-		fi_freeinfo(hints);
+		stk_fi.freeinfo(hints);
 		return -ENOMEM;
 	}
 	snprintf(fab->name, sizeof(fab->name), "%s", name);
@@ -346,16 +349,16 @@ static int fab_open(const char *name, struct stk_fab **out)
 		 * which breaks send-after-send ordering (seen as sequence gaps). */
 		hints->addr_format = FI_SOCKADDR_IN;
 	}
-	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &fab->info);
-	fi_freeinfo(hints);
+	ret = stk_fi.getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &fab->info);
+	stk_fi.freeinfo(hints);
 	if (ret) {
 		FSK_WARN("%s: fi_getinfo: %s (provider absent or no RDM endpoint)", name,
-			 fi_strerror(-ret));
+			 stk_fi.strerror(-ret));
 		fab->info = NULL;
 		goto fail;
 	}
 	struct fi_info *info = fab->info;
-	FI_TRY(fi_fabric(info->fabric_attr, &fab->fabric, NULL), "fi_fabric");
+	FI_TRY(stk_fi.fabric(info->fabric_attr, &fab->fabric, NULL), "fi_fabric");
 	FI_TRY(fi_domain(fab->fabric, info, &fab->domain, NULL), "fi_domain");
 
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };

@@ -1,0 +1,53 @@
+#include "config.h"
+#include "stack/stk_fi.h"
+#include "stack/stk_hooks.h"
+#include "stack/stk_log.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+
+struct stk_fi stk_fi;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int load_result = -ENOENT;
+
+/* The library's soname, the one the headers we build against describe. */
+#define STK_FI_SONAME "libfabric.so.1"
+
+static void load(void)
+{
+	stk_fi_enter(); /* libfabric's constructors open files of their own */
+	void *lib = dlopen(STK_FI_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		const char *why = dlerror();
+		FSK_WARN("cannot load %s (%s): TCP stays on the kernel", STK_FI_SONAME,
+			 why ? why : "?");
+		stk_fi_leave();
+		return;
+	}
+	struct stk_fi table = {
+		.getinfo = (int (*)(uint32_t, const char *, const char *, uint64_t,
+				    const struct fi_info *, struct fi_info **))dlsym(lib, "fi_getinfo"),
+		.freeinfo = (void (*)(struct fi_info *))dlsym(lib, "fi_freeinfo"),
+		.dupinfo = (struct fi_info * (*)(const struct fi_info *))dlsym(lib, "fi_dupinfo"),
+		.fabric = (int (*)(struct fi_fabric_attr *, struct fid_fabric **, void *))
+			dlsym(lib, "fi_fabric"),
+		.strerror = (const char *(*)(int))dlsym(lib, "fi_strerror"),
+	};
+	stk_fi_leave();
+	if (!table.getinfo || !table.freeinfo || !table.dupinfo || !table.fabric ||
+	    !table.strerror) {
+		FSK_WARN("%s lacks fi_getinfo/fi_freeinfo/fi_dupinfo/fi_fabric/fi_strerror: "
+			 "TCP stays on the kernel", STK_FI_SONAME);
+		return;
+	}
+	stk_fi = table;
+	load_result = 0;
+}
+
+int stk_fi_load(void)
+{
+	pthread_once(&load_once, load);
+	return load_result;
+}

@@ -1,0 +1,32 @@
+/* stk_fi: libfabric, loaded on first use.
+ *
+ * Debian's libfabric links the PSM/PSM2/EFA/verbs libraries directly, and PSM's
+ * constructor alone costs ~0.2 s (hundreds of nanosleeps, CPU-affinity changes)
+ * in every process that loads it. Linking libfabsock.so against libfabric would
+ * make every launched process pay that at start-up, pass-through or not; so the
+ * stack dlopen()s libfabric when it opens its first fabric and calls the few
+ * exported entry points through this table (everything else in the libfabric
+ * API is inline calls through the objects' ops tables).
+ *
+ * stk_fi_load() is idempotent and thread-safe; the table is read-only after. */
+#ifndef STK_FI_H
+#define STK_FI_H
+
+#include <rdma/fabric.h>
+
+struct stk_fi {
+	int (*getinfo)(uint32_t version, const char *node, const char *service, uint64_t flags,
+		       const struct fi_info *hints, struct fi_info **info);
+	void (*freeinfo)(struct fi_info *info);
+	struct fi_info *(*dupinfo)(const struct fi_info *info);
+	int (*fabric)(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
+	const char *(*strerror)(int errnum);
+};
+
+extern struct stk_fi stk_fi;
+
+/* 0 when libfabric is usable, -ENOENT (with one log line) when it cannot be
+ * loaded: the caller then falls back to the kernel. */
+int stk_fi_load(void);
+
+#endif
