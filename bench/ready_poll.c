@@ -236,6 +236,31 @@ static void run(const char *prov, bool accel, enum mode mode, long iters)
 	close(lfd);
 }
 
+/* The all-kernel case: stk_poll (lookup per fd + the real ppoll) against the
+ * real ppoll on the same 4 kernel fds, timeout 0. */
+static void kernel_overhead(long iters)
+{
+	int p[2];
+	if (pipe(p) != 0)
+		die("pipe");
+	struct pollfd fds[4] = { { .fd = p[0], .events = POLLIN }, { .fd = p[1], .events = POLLOUT },
+				 { .fd = 0, .events = POLLIN }, { .fd = p[0], .events = POLLIN } };
+	const struct timespec zero = { 0, 0 };
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t t0 = stk_ready_now_ns();
+		for (long i = 0; i < iters; i++) {
+			int n = pass ? stk_poll(fds, 4, &zero, NULL) : ppoll(fds, 4, &zero, NULL);
+			if (n < 0)
+				die("poll");
+		}
+		printf("%-22s %7ld calls  %7.1f ns per call (4 kernel fds, timeout 0)\n",
+		       pass ? "stk_poll all-kernel" : "ppoll", iters,
+		       (double)(stk_ready_now_ns() - t0) / (double)iters);
+	}
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(int argc, char **argv)
 {
 	long iters = argc > 1 ? strtol(argv[1], NULL, 10) : 50000;
@@ -248,6 +273,8 @@ int main(int argc, char **argv)
 	stk_cfg.window_bytes = 256 * 1024;
 	stk_cfg.batch = 16;
 	stk_log_level = STK_LOG_WARN;
+	kernel_overhead(1000000);
+	fflush(stdout); /* before the forks */
 	/* each measurement in a fresh process: libfabric must be opened after the
 	 * fork in both peers, never inherited */
 	for (int i = 0; i < 4; i++) {

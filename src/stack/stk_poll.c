@@ -13,6 +13,9 @@
 
 static __thread unsigned mixed_calls;
 
+/* poll_deadline's deadline argument: compute it from timeout when needed */
+#define DEADLINE_FROM_TIMEOUT (STK_READY_NEVER - 1)
+
 /* Accelerated sockets of the set: conns[i] for each entry, NULL for kernel fds.
  * Returns how many are accelerated. */
 static nfds_t lookup_all(const struct pollfd *fds, nfds_t nfds, struct stk_conn **conns)
@@ -179,6 +182,8 @@ static int poll_deadline(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 	nfds_t nacc = lookup_all(fds, nfds, conns);
 	if (!nacc)
 		return stk_ready_sys_ppoll(fds, nfds, timeout, sigmask);
+	if (deadline == DEADLINE_FROM_TIMEOUT) /* only now: no clock read when all-kernel */
+		deadline = stk_ready_deadline_ts(timeout);
 	return poll_mixed(fds, nfds, conns, nacc, k, deadline, sigmask);
 }
 
@@ -192,7 +197,7 @@ int stk_poll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 {
 	if (!timespec_valid(timeout))
 		return -EINVAL;
-	return poll_deadline(fds, nfds, stk_ready_deadline_ts(timeout), timeout, sigmask);
+	return poll_deadline(fds, nfds, DEADLINE_FROM_TIMEOUT, timeout, sigmask);
 }
 
 /* ---- select ---- */
