@@ -31,8 +31,7 @@
  *     slices after activity are 50 µs, so a busy conversation stays fast).
  * Signals: from step 2 on, every signal but the synchronous fault signals
  * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) is blocked in the calling
- * thread and the
- * kernel sleeps run with the caller's mask (poll, epoll_wait) or with sigmask
+ * thread and the kernel sleeps run with the caller's mask (poll, epoll_wait) or with sigmask
  * (ppoll, pselect, epoll_pwait) atomically, so a signal that arrives at any time
  * during the call is delivered inside a kernel sleep and the call returns -EINTR,
  * exactly as the kernel's calls do (never restarted, whatever SA_RESTART says);
