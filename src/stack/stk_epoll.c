@@ -478,12 +478,31 @@ static int collect(struct stk_epoll *ep, struct epoll_event *evs, int max, bool 
 	return cnt;
 }
 
+static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
+		      uint64_t deadline, const sigset_t *sigmask);
+
 int stk_epoll_wait(struct stk_epoll *ep, struct epoll_event *evs, int max, int timeout_ms,
 		   const sigset_t *sigmask)
 {
 	if (max <= 0 || (size_t)max > (size_t)INT32_MAX / sizeof(*evs))
 		return -EINVAL;
-	uint64_t deadline = stk_ready_deadline_ms(timeout_ms);
+	return wait_until(ep, evs, max, stk_ready_deadline_ms(timeout_ms), sigmask);
+}
+
+int stk_epoll_wait_ts(struct stk_epoll *ep, struct epoll_event *evs, int max,
+		      const struct timespec *timeout, const sigset_t *sigmask)
+{
+	if (max <= 0 || (size_t)max > (size_t)INT32_MAX / sizeof(*evs))
+		return -EINVAL;
+	if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+			timeout->tv_nsec >= 1000000000L))
+		return -EINVAL;
+	return wait_until(ep, evs, max, stk_ready_deadline_ts(timeout), sigmask);
+}
+
+static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
+		      uint64_t deadline, const sigset_t *sigmask)
+{
 	struct stk_ready_sigs sigs = { .blocked = false };
 	struct stk_ready_fabs wf = { .n = 0 };
 	uint64_t spin_end = 0;

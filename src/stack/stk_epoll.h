@@ -53,7 +53,7 @@
  *       inner, ev).
  *   any other epoll_ctl: the real one, untouched (also when epfd has an object).
  *   epoll_wait / epoll_pwait on an epfd with an object: stk_epoll_wait(ep, evs,
- *       max, timeout, sigmask or NULL); epoll_pwait2: timeout rounded up to ms.
+ *       max, timeout, sigmask or NULL); epoll_pwait2: stk_epoll_wait_ts.
  *       Without an object: the real call.
  *   poll/select/ppoll/pselect given an epoll fd that has an object, or the real
  *       epoll_ctl(ADD) of it into a set without an object: stk_epoll_expose(ep).
@@ -70,6 +70,7 @@
 
 #include <signal.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/epoll.h>
 
 struct stk_conn;
@@ -113,6 +114,11 @@ int stk_epoll_expose(struct stk_epoll *ep);
  * Returns the count, 0 on timeout, or -errno (-EINVAL for max <= 0, -EINTR). */
 int stk_epoll_wait(struct stk_epoll *ep, struct epoll_event *evs, int max, int timeout_ms,
 		   const sigset_t *sigmask);
+
+/* epoll_pwait2 semantics: as stk_epoll_wait with a timespec timeout (NULL =
+ * forever); -EINVAL for a bad timeout. */
+int stk_epoll_wait_ts(struct stk_epoll *ep, struct epoll_event *evs, int max,
+		      const struct timespec *timeout, const sigset_t *sigmask);
 
 /* Forget conn in every set (call before freeing it; close() semantics: the
  * kernel drops a closed socket from every epoll set). */

@@ -667,11 +667,17 @@ START_TEST(epoll_mixed_fair)
 	ck_assert_uint_eq(evs[0].data.u64, 400);
 	ck_assert_uint_lt(now_ms() - t0, 3000);
 	ck_assert_int_eq(read(tfd, &v, sizeof(v)), sizeof(v));
-	/* timeouts: 0 and 50 ms */
+	/* timeouts: 0 and 50 ms (also as epoll_pwait2's timespec) */
 	ck_assert_int_eq(stk_epoll_wait(ep, evs, 8, 0, NULL), 0);
 	t0 = now_ms();
 	ck_assert_int_eq(stk_epoll_wait(ep, evs, 8, 50, NULL), 0);
 	ck_assert_uint_ge(now_ms() - t0, 50);
+	struct timespec ts50 = { 0, 50 * 1000000L };
+	t0 = now_ms();
+	ck_assert_int_eq(stk_epoll_wait_ts(ep, evs, 8, &ts50, NULL), 0);
+	ck_assert_uint_ge(now_ms() - t0, 50);
+	struct timespec bad = { 0, 1000000000L };
+	ck_assert_int_eq(stk_epoll_wait_ts(ep, evs, 8, &bad, NULL), -EINVAL);
 	/* -1 woken by accelerated data */
 	struct later l;
 	later_start(&l, 30, act_readable, b);
