@@ -8,3 +8,6 @@ fsk_setup behav-addr
 fsk_behav_compare bh_addr
 # With rules that match on addresses and ports (both kinds of action).
 fsk_behav_compare bh_addr --rules 'use kernel tcp_client 127.0.0.0/8:1-1024; use accel tcp_server [::1]/128:*; use accel udp_sender *:*; use kernel tcp_client *:*'
+# Accepting in a thread while the client connects, as a server process
+# would: a negotiating connect gets its answer (exercises acceleration).
+fsk_behav_compare BH_ACCEPT_THREAD=1 bh_addr

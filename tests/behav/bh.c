@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,15 +215,38 @@ int bh_listener(int type_flags)
 	return fd;
 }
 
+struct bh_acceptor {
+	int lfd;
+	int fd;
+	int err;
+};
+
+static void *bh_accept_main(void *arg)
+{
+	struct bh_acceptor *a = arg;
+
+	a->fd = accept(a->lfd, NULL, NULL);
+	a->err = a->fd < 0 ? errno : 0;
+	return NULL;
+}
+
 void bh_tcp_pair(int *client, int *server, int type_flags)
 {
 	struct sockaddr_in sa;
 	socklen_t len = sizeof(sa);
-	int lfd = bh_listener(0);
+	struct bh_acceptor acc = { .lfd = bh_listener(0), .fd = -1 };
+	pthread_t thread;
+	/* BH_ACCEPT_THREAD=1: accept in a thread while connect runs, as a
+	 * server process would, so that a connect waiting for its peer to
+	 * speak first (libfabsock's negotiation) is answered. Both runs of
+	 * a comparison get the same environment. */
+	int threaded = getenv("BH_ACCEPT_THREAD") != NULL;
 	int cfd;
 
-	if (getsockname(lfd, (struct sockaddr *)&sa, &len) < 0)
+	if (getsockname(acc.lfd, (struct sockaddr *)&sa, &len) < 0)
 		bh_die("getsockname");
+	if (threaded && pthread_create(&thread, NULL, bh_accept_main, &acc))
+		bh_die("pthread_create");
 	cfd = socket(AF_INET, SOCK_STREAM | type_flags, 0);
 	if (cfd < 0)
 		bh_die("socket");
@@ -232,11 +256,16 @@ void bh_tcp_pair(int *client, int *server, int type_flags)
 		if (!(bh_wait(cfd, POLLOUT, 5000) & POLLOUT))
 			bh_die("connect completion");
 	}
-	*server = accept(lfd, NULL, NULL);
-	if (*server < 0)
+	if (threaded)
+		pthread_join(thread, NULL);
+	else
+		bh_accept_main(&acc);
+	errno = acc.err;
+	if (acc.fd < 0)
 		bh_die("accept");
+	*server = acc.fd;
 	*client = cfd;
-	close(lfd);
+	close(acc.lfd);
 }
 
 int bh_udp_bound(int type_flags)

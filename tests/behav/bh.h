@@ -71,7 +71,9 @@ int bh_listener(int type_flags);
 
 /* A connected TCP pair over loopback through a temporary listener.
  * type_flags (SOCK_NONBLOCK, SOCK_CLOEXEC) apply to the client socket; the
- * accepted socket is blocking. Aborts the program on failure. */
+ * accepted socket is blocking. With BH_ACCEPT_THREAD set in the
+ * environment the accept runs in a thread concurrently with the connect.
+ * Aborts the program on failure. */
 void bh_tcp_pair(int *client, int *server, int type_flags);
 
 /* A UDP socket bound to 127.0.0.1, ephemeral port. */

@@ -115,14 +115,19 @@ static ssize_t some_read(struct dir *d, char *buf, char *peek)
 	return n;
 }
 
-static void test_bidirectional(void)
+/* connect_nonblocking: the pair is made with a non-blocking connect
+ * (EINPROGRESS), else with a blocking one and O_NONBLOCK set afterwards;
+ * an interposer may treat the two differently. */
+static void test_bidirectional(int connect_nonblocking)
 {
 	static char wbuf[MAXOP], rbuf[MAXOP], pbuf[MAXOP];
 	struct dir d[2];
 	int cfd, sfd, rounds = 0;
 
-	bh_say("-- both directions at once, mixed APIs, random sizes");
-	bh_tcp_pair(&cfd, &sfd, SOCK_NONBLOCK);
+	bh_say("-- both directions at once, mixed APIs, random sizes (%s connect)",
+	       connect_nonblocking ? "non-blocking" : "blocking");
+	bh_tcp_pair(&cfd, &sfd, connect_nonblocking ? SOCK_NONBLOCK : 0);
+	fcntl(cfd, F_SETFL, O_NONBLOCK);
 	fcntl(sfd, F_SETFL, O_NONBLOCK);
 	d[0] = (struct dir){ .wfd = cfd, .rfd = sfd, .sum_sent = BH_SUM_INIT,
 			     .sum_got = BH_SUM_INIT };
@@ -242,7 +247,8 @@ static void test_resets(void)
 int main(void)
 {
 	bh_start("stream");
-	test_bidirectional();
+	test_bidirectional(1);
+	test_bidirectional(0);
 	test_waitall();
 	test_resets();
 	return bh_finish();

@@ -8,3 +8,6 @@
 fsk_setup behav-bypass
 fsk_behav_compare bh_bypass
 fsk_behav_compare bh_bypass --log debug
+# Accepting in a thread while the client connects, as a server process
+# would: a negotiating connect gets its answer (exercises acceleration).
+fsk_behav_compare BH_ACCEPT_THREAD=1 bh_bypass

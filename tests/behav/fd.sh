@@ -9,3 +9,6 @@ fsk_behav_compare bh_fd
 # logging (a log line per socket) on: neither may change what the app sees.
 fsk_behav_compare bh_fd --default kernel
 fsk_behav_compare bh_fd --log debug
+# Accepting in a thread while the client connects, as a server process
+# would: a negotiating connect gets its answer (exercises acceleration).
+fsk_behav_compare BH_ACCEPT_THREAD=1 bh_fd

@@ -7,3 +7,6 @@
 fsk_setup behav-signal
 fsk_behav_compare bh_signal
 fsk_behav_compare bh_signal --default kernel
+# Accepting in a thread while the client connects, as a server process
+# would: a negotiating connect gets its answer (exercises acceleration).
+fsk_behav_compare BH_ACCEPT_THREAD=1 bh_signal

@@ -9,3 +9,6 @@ fsk_behav_compare bh_tcp
 # logging (a log line per socket) on: neither may change what the app sees.
 fsk_behav_compare bh_tcp --default kernel
 fsk_behav_compare bh_tcp --log debug
+# Accepting in a thread while the client connects, as a server process
+# would: a negotiating connect gets its answer (exercises acceleration).
+fsk_behav_compare BH_ACCEPT_THREAD=1 bh_tcp

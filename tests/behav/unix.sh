@@ -5,3 +5,6 @@
 . "$top_srcdir/tests/lib/behav.sh"
 fsk_setup behav-unix
 fsk_behav_compare bh_unix
+# Accepting in a thread while the client connects, as a server process
+# would: a negotiating connect gets its answer (exercises acceleration).
+fsk_behav_compare BH_ACCEPT_THREAD=1 bh_unix

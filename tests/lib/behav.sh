@@ -4,7 +4,7 @@
 #
 #   . "$top_srcdir/tests/lib/common.sh"
 #   . "$top_srcdir/tests/lib/behav.sh"
-#   fsk_behav_compare bh_tcp [launcher options...]
+#   fsk_behav_compare [NAME=value...] bh_tcp [launcher options...]
 #
 # The program must exist in $top_builddir/tests/behav and exit 0 on the
 # kernel (it checks its own results): a wrong answer on both sides is a
@@ -14,17 +14,29 @@
 # preloaded run; they come after --log info, so they win.
 
 # fsk_behav_run OUTPREFIX CMD...: run with a 60 s bound, record outputs/status.
+# $fsk_run_env (NAME=value words) is put in the environment of the run.
 fsk_behav_run() {
 	out=$1
 	shift
 	(
 		ulimit -S -n 1024 2>/dev/null
-		exec timeout -k 5 60 "$@"
+		# shellcheck disable=SC2086 # a list of NAME=value words
+		exec env $fsk_run_env timeout -k 5 60 "$@"
 	) >"$out.out" 2>"$out.err"
 	echo $? >"$out.rc"
 }
 
+# fsk_behav_compare [NAME=value...] PROG [launcher options...]
+# Leading NAME=value words go into the environment of both runs.
 fsk_behav_compare() {
+	fsk_run_env=
+	while [ $# -gt 0 ]; do
+		case $1 in
+		*=*) fsk_run_env="$fsk_run_env $1" ;;
+		*) break ;;
+		esac
+		shift
+	done
 	prog=$1
 	shift
 	bin="$top_builddir/tests/behav/$prog"
@@ -63,8 +75,8 @@ fsk_behav_compare() {
 	if [ "$status" != 0 ]; then
 		echo "--- libfabsock log:"
 		cat "$log"
-		fsk_fail "$prog behaves differently under libfabsock${*:+ (launcher $*)}"
+		fsk_fail "$prog behaves differently under libfabsock${fsk_run_env:+ (env$fsk_run_env)}${*:+ (launcher $*)}"
 	fi
 	lines=$(wc -l <"$fsk_tmp/kernel.out")
-	echo "ok: $prog${*:+ (launcher $*)}: $lines transcript lines identical, exit $krc on both"
+	echo "ok: $prog${fsk_run_env:+ (env$fsk_run_env)}${*:+ (launcher $*)}: $lines transcript lines identical, exit $krc on both"
 }
