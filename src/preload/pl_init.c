@@ -7,6 +7,7 @@
 #include "stack/stk_counters.h"
 #include "stack/stk_hooks.h"
 #include "stack/stk_log.h"
+#include "stack/stk_ready.h"
 #include "stack/stk_sock.h"
 #include "stack/stk_sys.h"
 
@@ -63,6 +64,13 @@ static void guard_leave(void)
 	pl_leave();
 }
 
+/* The readiness layer asks which fds are accelerated (lock-free). */
+static struct stk_conn *ready_lookup(int fd)
+{
+	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
+	return sock ? sock->conn : NULL;
+}
+
 static const char *env_lookup(const char *name)
 {
 	return getenv(name);
@@ -76,6 +84,7 @@ static void init_once_body(void)
 	install_sys();
 	stk_hooks.enter = guard_enter;
 	stk_hooks.leave = guard_leave;
+	stk_ready_lookup = ready_lookup;
 	bool ok = stk_config_load(&stk_cfg, env_lookup, program_invocation_short_name) == 0;
 	if (ok && stk_cfg.enabled && pl_fdtab_init(&pl_fdtab, 0) != 0) {
 		FSK_ERR("cannot reserve the fd table: out of memory; libfabsock disabled, "

@@ -69,19 +69,6 @@
 	X(ssize_t, __recvfrom_chk, (int fd, void *buf, size_t len, size_t buflen, int flags, \
 				    __SOCKADDR_ARG addr, socklen_t *alen), \
 	  (fd, buf, len, buflen, flags, addr, alen)) \
-	XO(int, fcntl64, (int fd, int cmd, ...), (fd, cmd)) \
-	XO(ssize_t, sendfile64, (int out_fd, int in_fd, off64_t *offset, size_t count), \
-	   (out_fd, in_fd, offset, count))
-
-#define PL_SYMBOLS_PASS(X, XO) \
-	X(int, socketpair, (int domain, int type, int protocol, int sv[2]), \
-	  (domain, type, protocol, sv)) \
-	X(int, getsockopt, (int fd, int level, int name, void *val, socklen_t *len), \
-	  (fd, level, name, val, len)) \
-	X(int, setsockopt, (int fd, int level, int name, const void *val, socklen_t len), \
-	  (fd, level, name, val, len)) \
-	X(int, getsockname, (int fd, __SOCKADDR_ARG addr, socklen_t *len), (fd, addr, len)) \
-	X(int, getpeername, (int fd, __SOCKADDR_ARG addr, socklen_t *len), (fd, addr, len)) \
 	X(int, poll, (struct pollfd *fds, nfds_t nfds, int timeout), (fds, nfds, timeout)) \
 	X(int, ppoll, (struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, \
 		       const sigset_t *mask), (fds, nfds, timeout, mask)) \
@@ -97,16 +84,29 @@
 	  (epfd, evs, max, timeout)) \
 	X(int, epoll_pwait, (int epfd, struct epoll_event *evs, int max, int timeout, \
 			     const sigset_t *mask), (epfd, evs, max, timeout, mask)) \
-	X(pid_t, fork, (void), ()) \
-	X(int, daemon, (int nochdir, int noclose), (nochdir, noclose)) \
 	X(int, __poll_chk, (struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen), \
 	  (fds, nfds, timeout, fdslen)) \
 	X(int, __ppoll_chk, (struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, \
 			     const sigset_t *mask, size_t fdslen), \
 	  (fds, nfds, timeout, mask, fdslen)) \
+	XO(int, fcntl64, (int fd, int cmd, ...), (fd, cmd)) \
+	XO(ssize_t, sendfile64, (int out_fd, int in_fd, off64_t *offset, size_t count), \
+	   (out_fd, in_fd, offset, count)) \
 	XO(int, epoll_pwait2, (int epfd, struct epoll_event *evs, int max, \
 			       const struct timespec *timeout, const sigset_t *mask), \
 	   (epfd, evs, max, timeout, mask))
+
+#define PL_SYMBOLS_PASS(X, XO) \
+	X(int, socketpair, (int domain, int type, int protocol, int sv[2]), \
+	  (domain, type, protocol, sv)) \
+	X(int, getsockopt, (int fd, int level, int name, void *val, socklen_t *len), \
+	  (fd, level, name, val, len)) \
+	X(int, setsockopt, (int fd, int level, int name, const void *val, socklen_t len), \
+	  (fd, level, name, val, len)) \
+	X(int, getsockname, (int fd, __SOCKADDR_ARG addr, socklen_t *len), (fd, addr, len)) \
+	X(int, getpeername, (int fd, __SOCKADDR_ARG addr, socklen_t *len), (fd, addr, len)) \
+	X(pid_t, fork, (void), ()) \
+	X(int, daemon, (int nochdir, int noclose), (nochdir, noclose))
 
 #define PL_SYMBOLS(X, XO) PL_SYMBOLS_CUSTOM(X, XO) PL_SYMBOLS_PASS(X, XO)
 

@@ -2,6 +2,7 @@
 #include "stack/stk_accel.h"
 #include "stack/stk_conn.h"
 #include "stack/stk_counters.h"
+#include "stack/stk_epoll.h"
 #include "stack/stk_log.h"
 #include "stack/stk_nego.h"
 #include "stack/stk_stream.h"
@@ -14,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+int stk_accel_live;
+int stk_epoll_live;
 
 /* Log a reason the first time it is seen (P4), count it every time. */
 static void fallback(enum stk_counter counter, int fd, const char *reason)
@@ -49,6 +53,7 @@ static void attach(struct stk_sock *sock, int fd, bool is_client)
 	if (ret == 0) {
 		__atomic_store_n(&conn->nonblock, fd_nonblocking(fd), __ATOMIC_RELAXED);
 		sock->conn = conn;
+		__atomic_fetch_add(&stk_accel_live, 1, __ATOMIC_RELAXED);
 		return;
 	}
 	stk_sys.close(priv);
@@ -228,6 +233,8 @@ void stk_accel_close(struct stk_sock *sock)
 	socklen_t len = sizeof(linger);
 	bool abortive = stk_sys.getsockopt(sock->conn->fd, SOL_SOCKET, SO_LINGER, &linger,
 					   &len) == 0 && linger.l_onoff && linger.l_linger == 0;
+	stk_epoll_conn_closed(sock->conn); /* the kernel drops closed sockets from sets */
 	stk_close(sock->conn, abortive);
 	sock->conn = NULL;
+	__atomic_fetch_sub(&stk_accel_live, 1, __ATOMIC_RELAXED);
 }

@@ -22,6 +22,11 @@
 
 #include "stack/stk_sock.h"
 
+/* Accelerated connections and epoll objects alive in the process: while both
+ * are 0, poll/select/epoll need nothing from the stack (one relaxed load). */
+extern int stk_accel_live;
+extern int stk_epoll_live;
+
 /* connect(): call before the kernel connect with the destination. Returns true
  * when the socket stays a candidate (its SYN is marked: call
  * stk_accel_connect_end after the kernel connect whatever it returned). */

@@ -1,6 +1,7 @@
 #include "config.h"
 #include "stack/stk_sock.h"
 #include "stack/stk_accel.h"
+#include "stack/stk_epoll.h"
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_log.h"
@@ -31,6 +32,19 @@ struct stk_sock *stk_sock_new(int domain, int type, int protocol)
 	return sock;
 }
 
+struct stk_sock *stk_sock_new_epoll(struct stk_epoll *ep)
+{
+	struct stk_sock *sock = calloc(1, sizeof(*sock));
+	if (!sock)
+		return NULL;
+	sock->refs = 1;
+	sock->kind = STK_SOCK_EPOLL;
+	sock->decided = true;
+	sock->epoll = ep;
+	__atomic_fetch_add(&stk_epoll_live, 1, __ATOMIC_RELAXED);
+	return sock;
+}
+
 void stk_sock_ref(struct stk_sock *sock)
 {
 	__atomic_fetch_add(&sock->refs, 1, __ATOMIC_RELAXED);
@@ -42,6 +56,10 @@ void stk_sock_unref(struct stk_sock *sock)
 		return;
 	if (sock->conn)
 		stk_accel_close(sock);
+	if (sock->epoll) {
+		stk_epoll_destroy(sock->epoll);
+		__atomic_fetch_sub(&stk_epoll_live, 1, __ATOMIC_RELAXED);
+	}
 	free(sock);
 }
 

@@ -17,7 +17,10 @@
 enum stk_sock_kind {
 	STK_SOCK_TCP,
 	STK_SOCK_UDP,
+	STK_SOCK_EPOLL, /* an app epoll fd holding accelerated sockets */
 };
+
+struct stk_epoll;
 
 struct stk_conn;
 
@@ -31,14 +34,18 @@ struct stk_sock {
 	bool strip_pending;      /* fell back after marking: strip a late HELLO first */
 	bool app_wrote;          /* the app sent bytes while strip_pending */
 	struct stk_conn *conn;   /* the accelerated stream, or NULL (kernel) */
+	struct stk_epoll *epoll; /* STK_SOCK_EPOLL: the object attached to the fd */
 };
 
 /* A new object for a socket(domain, type, protocol) just created, or NULL when the
  * socket is not a candidate (not IPv4/IPv6 TCP or UDP) or memory is short. */
 struct stk_sock *stk_sock_new(int domain, int type, int protocol);
+/* The object for an app epoll fd that now holds accelerated sockets (takes ep). */
+struct stk_sock *stk_sock_new_epoll(struct stk_epoll *ep);
 void stk_sock_ref(struct stk_sock *sock);
 /* Dropping the last reference closes an accelerated connection (graceful, or
- * abortive when the app set SO_LINGER with a zero timeout). */
+ * abortive when the app set SO_LINGER with a zero timeout), or destroys an epoll
+ * object. Callers that use an object across a blocking call hold a reference. */
 void stk_sock_unref(struct stk_sock *sock);
 
 /* Decide for a socket whose role is now known (local/remote may be NULL when
