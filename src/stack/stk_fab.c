@@ -7,13 +7,17 @@
 #include "stack/stk_log.h"
 #include "stack/stk_stream.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -282,6 +286,61 @@ int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr
 	return 0;
 }
 
+/* ---- shared-memory regions of the shm provider ----
+ * libfabric's shm provider names an endpoint's region /dev/shm/<pid>:<n>:<m> and
+ * unlinks it only when the endpoint is closed; a process that exits without
+ * closing (every app: exit() does not close our endpoints) or is killed leaves
+ * it behind (16 MiB of RAM each), and a later process that inherits the pid
+ * cannot open its endpoint (EBUSY). So: our regions are unlinked at exit (the
+ * mappings stay valid while threads finish), and before opening shm, regions of
+ * processes that no longer exist — or of a previous owner of our pid — are
+ * reclaimed. A pid in another pid namespace is not ours to judge: /dev/shm is
+ * per mount, so only a shared /dev/shm across pid namespaces could mislead it. */
+
+#define SHM_DIR "/dev/shm"
+
+/* The pid of a region name "<pid>:<n>:<m>", or -1 for any other name. */
+static long shm_region_pid(const char *name)
+{
+	char *end;
+	long pid = strtol(name, &end, 10);
+	if (end == name || *end != ':' || pid <= 0)
+		return -1;
+	unsigned long a, b;
+	char tail;
+	if (sscanf(end, ":%lu:%lu%c", &a, &b, &tail) != 2)
+		return -1;
+	return pid;
+}
+
+static void shm_unlink_regions(bool ours_only)
+{
+	DIR *dir = opendir(SHM_DIR);
+	if (!dir)
+		return;
+	long self = (long)getpid();
+	unsigned reclaimed = 0;
+	struct dirent *de;
+	while ((de = readdir(dir)) != NULL) {
+		long pid = shm_region_pid(de->d_name);
+		if (pid < 0)
+			continue;
+		bool stale = pid == self || (!ours_only && kill((pid_t)pid, 0) != 0 &&
+					     errno == ESRCH);
+		if (stale && unlinkat(dirfd(dir), de->d_name, 0) == 0)
+			reclaimed++;
+	}
+	closedir(dir);
+	if (reclaimed && !ours_only)
+		FSK_INFO("shm: reclaimed %u region(s) left in " SHM_DIR " by exited processes",
+			 reclaimed);
+}
+
+static void shm_unlink_at_exit(void)
+{
+	shm_unlink_regions(true);
+}
+
 /* ---- opening ---- */
 
 static void fab_close(struct stk_fab *fab)
@@ -451,6 +510,12 @@ int stk_fab_get(const char *prov, struct stk_fab **out)
 		return -ENOSPC;
 	}
 	struct stk_fab *fab = NULL;
+	if (strcmp(prov, "shm") == 0) {
+		static bool exit_hook;
+		shm_unlink_regions(false);
+		if (!exit_hook)
+			exit_hook = atexit(shm_unlink_at_exit) == 0;
+	}
 	stk_fi_enter();
 	int ret = fab_open(prov, &fab);
 	stk_fi_leave();
