@@ -1,5 +1,9 @@
 # bench: benchmarks (not tests). Fragments per concern.
 include bench/fabric.mk
+# Stack benchmarks, owned by the stack's engineers (their fragments say
+# they are included from here).
+include bench/stack.mk
+include bench/ready.mk
 
 # Pass-through overhead of the preload (bench/overhead.sh runs it with and
 # without libfabsock) and the demo (bench/demo.sh, ./quickstart demo).
