@@ -28,12 +28,20 @@ unset FI_DPDK_DROP FI_DPDK_DUP FI_DPDK_REORDER FI_PROVIDER
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fdp-bench.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM HUP
-port=$(( 40000 + $$ % 10000 ))
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+# a control port nobody holds right now (other tests run alongside)
+free_port() {
+	"$py" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
 
 # pp PROVNAME EXCLUDE SIZE ITERS: prints "usec_per_xfer" of one run, or "fail"
 pp() {
 	prov=$1 excl=$2 size=$3 iters=$4
-	port=$((port + 1))
+	port=$(free_port)
 	sock="$tmp/memif.sock"
 	rm -f "$sock"
 	env ${excl:+FI_PROVIDER=$excl} FI_DPDK_DEVICE="net_memif0,role=server,socket=$sock" \
@@ -48,7 +56,10 @@ pp() {
 		fi_pingpong -p "$prov" -e rdm -P "$port" -S "$size" -I "$iters" 127.0.0.1 \
 		>"$tmp/cli" 2>&1
 	wait "$spid"
-	awk 'NR == 2 && $3 ~ /^=/ { print $7; ok = 1 } END { if (!ok) print "fail" }' "$tmp/cli"
+	if ! awk 'NR == 2 && $3 ~ /^=/ { print $7; ok = 1 } END { if (!ok) { print "fail"; exit 1 } }' "$tmp/cli"; then
+		echo "fabric_rdm.sh: $prov $size B run failed:" >&2
+		tail -3 "$tmp/cli" "$tmp/srv" >&2
+	fi
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else print v[int((NR + 1) / 2)] }'; }
