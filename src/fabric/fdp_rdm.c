@@ -278,8 +278,8 @@ static ssize_t do_recv(struct fdp_ep *ep, const struct iovec *iov, size_t count,
 
 	if (count > FDP_MSG_IOV_MAX)
 		return -FI_EINVAL;
-	if (flags & FI_MULTI_RECV)
-		return -FI_EBADFLAGS;
+	if (flags & (FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD))
+		return -FI_EBADFLAGS; /* not implemented: refuse rather than ignore */
 	if (!(ep->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
 	if (src == FI_ADDR_NOTAVAIL)
