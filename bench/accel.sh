@@ -1,0 +1,92 @@
+#!/bin/sh
+# Kernel TCP vs libfabsock-accelerated TCP (FABSOCK_TCP_ACCEL=1) with sockperf,
+# in the same run: ping-pong 64 B one-way latency (median, p99) and throughput
+# (64 B message rate, 16 KiB bandwidth). Rounds alternate the paths so the
+# machine's load hits all alike; the table reports medians over rounds.
+#
+# usage: bench/accel.sh [BUILDDIR]   environment: ROUNDS (default 3), SECS (3),
+#        PROVIDERS (space list, default "shm tcp")
+set -u
+b=$(cd "${1:-${top_builddir:-build}}" && pwd) || exit 2
+launcher="$b/tools/fabsock"
+rounds=${ROUNDS:-3}
+secs=${SECS:-3}
+providers=${PROVIDERS:-shm tcp}
+command -v sockperf >/dev/null || { echo "bench/accel.sh: sockperf missing" >&2; exit 2; }
+[ -x "$launcher" ] || { echo "bench/accel.sh: $launcher not built" >&2; exit 2; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsk-accel-bench.XXXXXX")
+trap 'kill $spid 2>/dev/null; rm -rf "$tmp"' EXIT
+spid=
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# run PATH MODE: one sockperf client run against a fresh server, both on PATH
+# (kernel | shm | tcp); prints "PATH MODE value..." lines into $tmp/results.
+run() {
+	path=$1
+	mode=$2
+	p=$(port)
+	if [ "$path" = kernel ]; then
+		wrap=""
+	else
+		wrap="env FABSOCK_TCP_ACCEL=1 FABSOCK_PROVIDERS=$path FABSOCK_NEGO_WAIT_MS=200 FABSOCK_LOG=info $launcher --"
+	fi
+	$wrap timeout $((secs + 20)) sockperf server --tcp -i 127.0.0.1 -p "$p" >"$tmp/srv" 2>&1 &
+	spid=$!
+	sleep 1
+	case $mode in
+	pp) $wrap timeout $((secs + 20)) sockperf ping-pong --tcp -i 127.0.0.1 -p "$p" -t "$secs" \
+		-m 64 >"$tmp/cli" 2>&1 ;;
+	tp64) $wrap timeout $((secs + 20)) sockperf throughput --tcp -i 127.0.0.1 -p "$p" \
+		-t "$secs" -m 64 >"$tmp/cli" 2>&1 ;;
+	tp16k) $wrap timeout $((secs + 20)) sockperf throughput --tcp -i 127.0.0.1 -p "$p" \
+		-t "$secs" -m 16384 >"$tmp/cli" 2>&1 ;;
+	esac
+	kill "$spid" 2>/dev/null
+	wait "$spid" 2>/dev/null
+	accel=$(grep -a -c "info: counter accelerated = " "$tmp/cli")
+	case $mode in
+	pp) v1=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$tmp/cli")
+	    v2=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$tmp/cli") ;;
+	tp64|tp16k) v1=$(sed -n 's/.*Message Rate is \([0-9]*\).*/\1/p' "$tmp/cli")
+	    v2=$(sed -n 's/.*BandWidth is \([0-9.]*\) MBps.*/\1/p' "$tmp/cli") ;;
+	esac
+	[ "$path" = kernel ] || [ "$accel" -gt 0 ] || v1="fallback"
+	echo "$path $mode ${v1:-fail} ${v2:-fail}" >>"$tmp/results"
+}
+
+r=1
+while [ $r -le "$rounds" ]; do
+	for mode in pp tp64 tp16k; do
+		for path in kernel $providers; do
+			run "$path" "$mode"
+		done
+	done
+	r=$((r + 1))
+done
+
+awk -v rounds="$rounds" -v secs="$secs" '
+function median(list,   a, n, i, j, t) {
+	n = split(list, a, " ")
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+		if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+$3 == "fallback" || $3 == "fail" { bad[$1] = bad[$1] + 1; next }
+{ v1[$1, $2] = v1[$1, $2] " " $3; v2[$1, $2] = v2[$1, $2] " " $4
+  if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
+END {
+	printf "sockperf TCP over 127.0.0.1, %d rounds x %d s, medians over rounds\n", rounds, secs
+	printf "%-8s %12s %12s %14s %10s %14s %10s\n", "path", "p50 us", "p99 us",
+	       "64B msg/s", "x kernel", "16KiB MB/s", "x kernel"
+	kp = median(v1["kernel", "pp"]); kr = median(v1["kernel", "tp64"]);
+	kb = median(v2["kernel", "tp16k"])
+	for (i = 1; i <= n; i++) {
+		p = order[i]
+		printf "%-8s %12.3f %12.3f %14d %10.2f %14.1f %10.2f\n", p, median(v1[p, "pp"]),
+		       median(v2[p, "pp"]), median(v1[p, "tp64"]),
+		       median(v1[p, "tp64"]) / (kr ? kr : 1), median(v2[p, "tp16k"]),
+		       median(v2[p, "tp16k"]) / (kb ? kb : 1)
+	}
+	for (p in bad) printf "%s: %d run(s) fell back to the kernel or failed (not counted)\n", p, bad[p]
+}' "$tmp/results"
