@@ -260,6 +260,25 @@ static int xmit_slot(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t seq, 
 	return 0;
 }
 
+/* Arm the tail loss probe: 2 SRTT (+ the peer's ack delay unless it was
+ * asked to ack at once), only while it would fire before the RTO. */
+static void tlp_arm(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_t now_ns)
+{
+	uint64_t pto;
+	uint32_t last = p->snd_unsent - 1;
+
+	p->tlp_deadline_ns = 0;
+	if (p->tlp_done || p->srtt_ns == 0 || p->snd_una == p->snd_unsent)
+		return;
+	pto = 2 * p->srtt_ns + REL_CLOCK_G_NS;
+	if (!(p->tx[last & rel->mask].state & TX_ACKREQ))
+		pto += rel->cfg.ack_delay_ns;
+	if (p->rto_deadline_ns && now_ns + pto >= p->rto_deadline_ns)
+		return;
+	p->tlp_deadline_ns = now_ns + pto;
+	peer_arm(rel, p, p->tlp_deadline_ns);
+}
+
 void *fdp_rel_tx_reserve(struct fdp_rel *rel, struct fdp_rel_peer *p)
 {
 	if (p->snd_nxt - p->snd_una >= rel->cfg.window || p->abandoning ||
@@ -290,10 +309,12 @@ void fdp_rel_tx_commit(struct fdp_rel *rel, struct fdp_rel_peer *p, size_t len, 
 	}
 	if (p->snd_unsent != seq)
 		return; /* earlier frames still wait for the device: keep order */
-	if (xmit_slot(rel, p, seq, false, now_ns) == 0)
+	if (xmit_slot(rel, p, seq, false, now_ns) == 0) {
 		p->snd_unsent = seq + 1;
-	else
+		tlp_arm(rel, p, now_ns); /* the probe follows the newest frame */
+	} else {
 		peer_arm(rel, p, now_ns);
+	}
 }
 
 static void rtt_sample(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_t r)
@@ -389,11 +410,14 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 				rel->ops->complete(rel, p, cookie, 0);
 		}
 		p->dupacks = 0;
+		p->tlp_done = false;
 		if (p->snd_una == p->snd_nxt) {
 			p->rto_deadline_ns = 0;
+			p->tlp_deadline_ns = 0;
 		} else {
 			p->rto_deadline_ns = now_ns + p->rto_ns;
 			peer_arm(rel, p, p->rto_deadline_ns);
+			tlp_arm(rel, p, now_ns);
 		}
 		progressed = true;
 	} else if (pure && p->snd_una != p->snd_nxt) {
@@ -433,8 +457,7 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 			else if (off != 0 && off <= sack_base)
 				continue;
 			else if (above >= rel->cfg.dupack_thresh ||
-				 ((s->state & TX_RETX) &&
-				  s->last_tx_ns + p->srtt_ns / 4 < p->rack_xmit_ns))
+				 s->last_tx_ns + p->srtt_ns / 4 < p->rack_xmit_ns)
 				holes[nholes++] = p->snd_una + off;
 		}
 		while (nholes > 0)
@@ -671,6 +694,7 @@ static void declare_unreachable(struct fdp_rel *rel, struct fdp_rel_peer *p)
 	 * the cookies complete: a callback must not reuse a slot not yet read. */
 	p->unreachable = true;
 	p->rto_deadline_ns = 0;
+	p->tlp_deadline_ns = 0;
 	p->stall_since_ns = 0;
 	p->dupacks = 0;
 	p->rto_ns = p->rto_base_ns;
@@ -722,6 +746,19 @@ static uint64_t peer_timers(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_
 		}
 		p->snd_unsent++;
 	}
+	if (p->tlp_deadline_ns && now_ns >= p->tlp_deadline_ns) {
+		uint32_t last = p->snd_unsent - 1;
+
+		p->tlp_deadline_ns = 0;
+		if (!p->tlp_done && p->snd_una != p->snd_unsent &&
+		    !(p->tx[last & rel->mask].state & TX_SACKED) &&
+		    xmit_slot(rel, p, last, true, now_ns) == 0) {
+			p->tlp_done = true;
+			rel->stats.tx_tlp++;
+		}
+	}
+	if (p->tlp_deadline_ns && p->tlp_deadline_ns < next)
+		next = p->tlp_deadline_ns;
 	if (p->rto_deadline_ns && now_ns >= p->rto_deadline_ns)
 		on_rto(rel, p, now_ns);
 	if (p->rto_deadline_ns && p->rto_deadline_ns < next)

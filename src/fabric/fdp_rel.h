@@ -27,6 +27,10 @@
  *    hole with at least dupack_thresh frames selectively acked above it; a
  *    retransmission is itself known lost (and resent without waiting for the
  *    RTO) once a frame sent after it is delivered (RACK, RFC 8985).
+ *  - Tail loss probe (RFC 8985): 2 SRTT after the last ack progress, the
+ *    newest frame in flight is sent once more, so a lost tail (or a lost
+ *    one-frame message) is repaired in a few RTTs rather than at the RTO
+ *    floor; the RTO stays the backstop.
  *  - Receiver buffers out-of-order frames inside its window, drops (and counts)
  *    duplicates and frames outside it.
  *  - A peer whose oldest unacknowledged frame has gone unanswered for
@@ -95,6 +99,7 @@ struct fdp_rel_stats {
 	uint64_t tx_retx;          /* retransmissions (all causes) */
 	uint64_t tx_rto;           /* retransmission timeouts */
 	uint64_t tx_fast_retx;     /* retransmissions for dup acks / SACK holes */
+	uint64_t tx_tlp;           /* tail loss probes */
 	uint64_t tx_acks;          /* pure ACK frames sent */
 	uint64_t tx_busy;          /* ops->tx returned an error (frame retried) */
 	uint64_t rx_data;          /* data frames delivered in order */
@@ -158,6 +163,8 @@ struct fdp_rel_peer {
 	uint64_t rto_ns;           /* current RTO, with backoff */
 	uint64_t rto_deadline_ns;  /* retransmission timer (0 = stopped) */
 	uint64_t stall_since_ns;   /* first timeout without an answer (0 = none) */
+	uint64_t tlp_deadline_ns;  /* tail loss probe timer (0 = stopped) */
+	bool tlp_done;             /* probe sent since the last ack progress */
 	uint64_t min_rtt_ns;       /* smallest RTT sample (0 = none) */
 	uint64_t rack_xmit_ns;     /* latest send time of a frame known delivered */
 	struct fdp_rel_txslot *tx; /* window slots */

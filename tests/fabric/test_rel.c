@@ -473,6 +473,44 @@ START_TEST(test_fast_retransmit_large)
 }
 END_TEST
 
+START_TEST(test_tail_loss_probe)
+{
+	/* a lone one-frame message is lost: no later frame can reveal the
+	 * hole, the tail loss probe repairs it well before the RTO floor */
+	struct fdp_msg_cfg cfg;
+	struct sim *s;
+	static uint8_t buf[100], rbuf[100];
+	uint64_t t0;
+
+	fdp_msg_cfg_default(&cfg);
+	s = small_sim(&cfg, 12);
+	for (int i = 0; i < 20; i++) {
+		buf[0] = (uint8_t)i;
+		recv_bytes(s, 1, rbuf, sizeof(rbuf), i);
+		send_bytes(s, 0, buf, sizeof(buf));
+		run_until_idle(s, 100000);
+	}
+	ck_assert_int_eq(g_recv_ok, 20);
+	s->drop_nth = s->data_frames_sent[0][1] + 1; /* the next data frame 0 -> 1 */
+	s->drop_from = 0;
+	s->drop_to = 1;
+	buf[0] = 77;
+	recv_bytes(s, 1, rbuf, sizeof(rbuf), 77);
+	t0 = s->now;
+	send_bytes(s, 0, buf, sizeof(buf));
+	for (long i = 0; i < 100000 && g_recv_ok < 21; i++)
+		ck_assert(sim_step(s));
+	ck_assert_int_eq(g_recv_ok, 21);
+	ck_assert_uint_ge(s->nodes[0].m.rel.stats.tx_tlp, 1);
+	ck_assert_uint_eq(s->nodes[0].m.rel.stats.tx_rto, 0);
+	ck_assert_uint_lt(s->now - t0, cfg.rel.rto_min_ns / 2);
+	run_until_idle(s, 100000);
+	ck_assert_int_eq(g_sent_ok, 21);
+	sim_fini(s);
+	free(s);
+}
+END_TEST
+
 START_TEST(test_unreachable)
 {
 	struct fdp_msg_cfg cfg;
@@ -788,6 +826,7 @@ static Suite *rel_suite(void)
 	tcase_add_test(tc, test_rto_floor_and_cap);
 	tcase_add_test(tc, test_fast_retransmit);
 	tcase_add_test(tc, test_fast_retransmit_large);
+	tcase_add_test(tc, test_tail_loss_probe);
 	tcase_add_test(tc, test_unreachable);
 	tcase_add_test(tc, test_malformed);
 	tcase_add_test(tc, test_rx_ring_budget);
