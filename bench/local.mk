@@ -11,11 +11,14 @@ include bench/ready.mk
 noinst_PROGRAMS += bench/overhead
 bench_overhead_SOURCES = bench/overhead.c
 bench_overhead_LDADD = -ldl
-EXTRA_DIST += bench/overhead.sh bench/demo.sh
+EXTRA_DIST += bench/overhead.sh bench/demo.sh bench/accel.sh
 
-.PHONY: bench bench-overhead bench-demo
+.PHONY: bench bench-overhead bench-demo bench-accel
 bench: bench-overhead bench-demo
 bench-overhead: bench/overhead tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/overhead.sh $(abs_top_builddir)
 bench-demo: tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/demo.sh $(abs_top_builddir)
+# Kernel vs accelerated TCP with sockperf (the lead's bench/accel.sh).
+bench-accel: tools/fabsock src/libfabsock.la
+	$(SHELL) $(srcdir)/bench/accel.sh $(abs_top_builddir)
