@@ -11,6 +11,7 @@ run_pair() { # provider, netns prefix ("" or "ip netns exec NS")
 	prov=$1
 	nsexec=$2
 	port=$(free_port)
+	rm -f "$tmp/srv.out" # before the server starts: its own redirection is asynchronous
 	$nsexec env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
 		timeout 60 "$launcher" -- "$python" "$echo_py" server "$port" "$size" \
 		>"$tmp/srv.out" 2>"$tmp/srv.log" &

@@ -12,6 +12,7 @@ one() { # server-launched? client-launched? extra-args
 	srv="env"; cli="env"
 	[ "$1" = yes ] && srv="$launcher --"
 	[ "$2" = yes ] && cli="$launcher --"
+	rm -f "$tmp/srv.out" # before the server starts: its own redirection is asynchronous
 	FABSOCK_TCP_ACCEL=1 FABSOCK_LOG=info timeout 30 $srv "$python" "$echo_py" server "$port" \
 		"$size" $3 >"$tmp/srv.out" 2>"$tmp/srv.log" &
 	spid=$!
