@@ -222,18 +222,31 @@ static void push(struct fdp_msg_ep *m, struct fdp_msg_peer *peer)
 			n = tx->len - tx->off;
 		iov_read(tx->iov, tx->iov_count, &tx->iov_idx, &tx->iov_off, buf + hl, n);
 		tx->off += n;
-		if (tx->off == tx->len) {
-			/* the last frame carries the descriptor: it completes
-			 * when that frame (hence every earlier one) is acked */
-			peer->txq_head = tx->next;
-			if (!peer->txq_head)
-				peer->txq_tail = NULL;
-			tx->next = NULL;
-			cookie = (uint64_t)(uintptr_t)tx;
+		if (tx->off != tx->len) {
+			fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, uflags, 0, false, m->now_ns);
+			continue;
 		}
-		/* the sender waits for the last frame's ack: ask for it now */
-		fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, uflags, cookie, cookie != 0,
+		peer->txq_head = tx->next;
+		if (!peer->txq_head)
+			peer->txq_tail = NULL;
+		tx->next = NULL;
+		if (!tx->inject_complete) {
+			/* transmit complete: the last frame carries the
+			 * descriptor, which completes when that frame (hence
+			 * every earlier one) is acked; the sender waits for
+			 * that ack, so ask for it at once */
+			cookie = (uint64_t)(uintptr_t)tx;
+			fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, uflags, cookie, true,
+					  m->now_ns);
+			continue;
+		}
+		/* inject complete: every byte is in the send window, the
+		 * buffer is the caller's again; delivery is the window's job */
+		fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, uflags, COOKIE_INJECT, false,
 				  m->now_ns);
+		m->stats.tx_msgs++;
+		m->ops->send_done(m, tx, 0);
+		tx_put(m, tx);
 	}
 }
 
@@ -276,6 +289,8 @@ int fdp_msg_send(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const struct i
 	tx->op = op;
 	tx->hflags = has_data ? FDP_MSG_HF_DATA : 0;
 	tx->hdr_sent = false;
+	tx->inject_complete = (flags & FI_INJECT_COMPLETE) &&
+			      !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
 	tx->next = NULL;
 	if (peer->txq_tail)
 		peer->txq_tail->next = tx;

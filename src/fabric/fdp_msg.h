@@ -10,8 +10,16 @@
  * fdp_msg_hdr (op, length, tag, remote CQ data). Send operations wait in a
  * per-peer FIFO until the peer's send window has room, so messages to one
  * peer go out (and are delivered) in the order they were posted: FI_ORDER_SAS.
- * The user's buffers are read until ops->send_done (the last frame was
- * acknowledged: transmit-complete semantics); inject copies at once.
+ * Completion: by default (transmit complete) ops->send_done comes when the
+ * peer acknowledged the last frame, and an unreachable peer fails it with
+ * -FI_EHOSTUNREACH. With FI_INJECT_COMPLETE alone in the operation's flags it
+ * comes as soon as the last byte is copied into the send window: the buffer
+ * may be reused, delivery is the window's job, and a peer that dies
+ * afterwards loses the message silently (libfabric allows it). Transmit
+ * complete is the default because progress is manual: a sender that thinks
+ * it is done may stop calling the provider while its last frame still
+ * needs a retransmission (fi_pingpong does, between sizes). Until send_done
+ * the user's buffers are read; inject copies at once.
  *
  * Receiving: the reliable layer delivers each peer's frames in order, so
  * reassembly appends. When a message starts it is matched against posted
@@ -98,6 +106,7 @@ struct fdp_msg_tx {
 	uint8_t op;              /* enum fdp_msg_op */
 	uint8_t hflags;          /* enum fdp_msg_hflags */
 	bool hdr_sent;
+	bool inject_complete;    /* complete once copied (FI_INJECT_COMPLETE) */
 };
 
 /* A posted receive. */
@@ -199,7 +208,10 @@ static inline size_t fdp_msg_inject_max(const struct fdp_msg_ep *m)
 	return m->cfg.inject_max;
 }
 
-/* Post a send of iov to peer. op: FDP_MSG_OP_MSG or _TAGGED. 0, -FI_EAGAIN
+/* Post a send of iov to peer. op: FDP_MSG_OP_MSG or _TAGGED; flags are the
+ * libfabric op flags (FI_INJECT_COMPLETE selects the completion level, see
+ * above; the rest is returned untouched). send_done may run
+ * before this returns. 0, -FI_EAGAIN
  * (no descriptor free: progress and retry), -FI_EMSGSIZE, -FI_EINVAL. */
 int fdp_msg_send(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const struct iovec *iov,
 		 size_t count, uint8_t op, uint64_t tag, bool has_data, uint64_t data,

@@ -308,11 +308,13 @@ static struct sim *small_sim(const struct fdp_msg_cfg *cfg, uint64_t seed)
 	return small_sim_n(cfg, seed, 2);
 }
 
+/* transmit complete: send_done when the peer acknowledged */
 static void send_bytes(struct sim *s, int from, uint8_t *buf, size_t len)
 {
 	struct iovec iov = { buf, len };
 	ck_assert_int_eq(fdp_msg_send(&s->nodes[from].m, &s->nodes[from].peers[1 - from], &iov, 1,
-				      FDP_MSG_OP_MSG, 0, false, 0, NULL, 0, s->now),
+				      FDP_MSG_OP_MSG, 0, false, 0, NULL, FI_TRANSMIT_COMPLETE,
+				      s->now),
 			 0);
 }
 
