@@ -4,6 +4,7 @@
 #include "stack/stk_counters.h"
 #include "stack/stk_fab.h"
 #include "stack/stk_log.h"
+#include "stack/stk_ready.h"
 #include "stack/stk_stream_proto.h"
 #include "stack/stk_sys.h"
 
@@ -11,8 +12,11 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/time.h>
 #include <time.h>
 
 #define INJECT_STACK_MAX 4096       /* bytes assembled on the stack for fi_inject */
@@ -168,6 +172,8 @@ static void ring_put(struct stk_conn *conn, const uint8_t *src, size_t len)
 /* Copy len bytes from offset 0 of the buffered data (does not consume). */
 static void ring_peek(const struct stk_conn *conn, uint8_t *dst, size_t len)
 {
+	if (len == 0)
+		return;
 	size_t first = conn->ring_size - conn->ring_head;
 	if (first > len)
 		first = len;
@@ -325,7 +331,135 @@ static int post_control(struct stk_conn *conn, uint16_t flags, bool tracked)
 	}
 }
 
-ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
+/* ---- blocking waits of data calls: SO_RCVTIMEO/SO_SNDTIMEO and signals ---- */
+
+/* The state of one blocking send or recv, set up at its first wait. Signals are
+ * blocked from then on (as in stk_ready.h) and the thread's signalfd watches
+ * those the caller's mask lets through, so a signal that arrives at any time is
+ * seen, its handler's SA_RESTART known, and the handler run by unblocking it:
+ * the call then behaves as the kernel's (signal(7), "Interruption of system
+ * calls"): EINTR, or restart when every handler that ran has SA_RESTART and the
+ * socket has no timeout. */
+struct block_wait {
+	bool ready;               /* set up */
+	uint64_t deadline;        /* SO_*TIMEO, absolute; STK_READY_NEVER: none */
+	int sigfd;                /* -1: none (sleep with the caller's mask instead) */
+	struct stk_ready_sigs sigs;
+};
+
+static pthread_key_t sigfd_key;
+static pthread_once_t sigfd_once = PTHREAD_ONCE_INIT;
+static __thread int tls_sigfd = -1;
+
+static void sigfd_close(void *arg)
+{
+	stk_sys.close((int)(intptr_t)arg - 1);
+}
+
+static void sigfd_init(void)
+{
+	pthread_key_create(&sigfd_key, sigfd_close);
+}
+
+static bool sig_never_watched(int sig)
+{
+	return sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS ||
+	       sig == SIGFPE || sig == SIGILL || sig == SIGTRAP || sig == SIGSYS;
+}
+
+/* The thread's signalfd, watching the signals the caller's mask lets through. */
+static int sigfd_watch(const sigset_t *caller_mask)
+{
+	sigset_t watch;
+	sigemptyset(&watch);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (!sig_never_watched(sig) && sigismember(caller_mask, sig) == 0)
+			sigaddset(&watch, sig);
+	int fd = signalfd(tls_sigfd, &watch, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (tls_sigfd < 0) {
+		tls_sigfd = fd;
+		pthread_once(&sigfd_once, sigfd_init);
+		pthread_setspecific(sigfd_key, (void *)(intptr_t)(fd + 1));
+	}
+	return fd;
+}
+
+/* Read SO_RCVTIMEO / SO_SNDTIMEO of the kernel socket (shared with the app's
+ * fd): a deadline, or STK_READY_NEVER. */
+static uint64_t sock_deadline(int fd, int opt)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+	if (stk_sys.getsockopt(fd, SOL_SOCKET, opt, &tv, &len) != 0 ||
+	    (tv.tv_sec == 0 && tv.tv_usec == 0))
+		return STK_READY_NEVER;
+	return now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+}
+
+/* Signals are pending for us: run their handlers (unblock, re-block). Returns
+ * -EINTR when a handler ran and the call must end, 1 when every handler that
+ * ran asked for SA_RESTART (and no timeout is set), 0 when no handler ran. */
+static int deliver_signals(struct block_wait *bw)
+{
+	sigset_t pending;
+	if (sigpending(&pending) != 0)
+		return -EINTR;
+	bool handled = false, restart = true;
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (sig_never_watched(sig) || sigismember(&pending, sig) != 1 ||
+		    sigismember(&bw->sigs.saved, sig) == 1)
+			continue;
+		struct sigaction sa;
+		if (sigaction(sig, NULL, &sa) != 0)
+			continue;
+		if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+			continue; /* ignored, or ends/stops the process: no EINTR */
+		handled = true;
+		if (!(sa.sa_flags & SA_RESTART))
+			restart = false;
+	}
+	pthread_sigmask(SIG_SETMASK, &bw->sigs.saved, NULL); /* handlers run here */
+	bw->sigs.blocked = false;
+	stk_ready_block_signals(&bw->sigs);
+	if (!handled)
+		return 0;
+	return restart && bw->deadline == STK_READY_NEVER ? 1 : -EINTR;
+}
+
+static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int sigfd,
+		     const sigset_t *sleep_mask);
+
+/* Wait for events. 0: ready (or restarted after a signal: re-check), 1: a
+ * handler with SA_RESTART ran (the caller returns what it already moved, else
+ * re-checks), -EAGAIN: the socket's timeout expired, -EINTR. */
+static int block_wait(struct stk_conn *conn, short events, int timeo_opt,
+		      struct block_wait *bw)
+{
+	if (!bw->ready) {
+		bw->ready = true;
+		bw->deadline = sock_deadline(conn->fd, timeo_opt);
+		stk_ready_block_signals(&bw->sigs);
+		bw->sigfd = bw->sigs.blocked ? sigfd_watch(&bw->sigs.saved) : -1;
+	}
+	for (;;) {
+		const sigset_t *mask = bw->sigfd >= 0 ? NULL : stk_ready_sleep_mask(&bw->sigs, NULL);
+		int ev = wait_core(conn, events, bw->deadline, bw->sigfd, mask);
+		if (ev > 0)
+			return 0;
+		if (ev == 0)
+			return -EAGAIN;
+		if (bw->sigfd < 0) /* a handler ran during the sleep; which one is unknown */
+			return -EINTR;
+		int r = deliver_signals(bw);
+		if (r != 0)
+			return r;
+	}
+}
+
+static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int flags,
+			 struct block_wait *bw)
 {
 	bool nonblock = conn->nonblock || (flags & MSG_DONTWAIT);
 	unsigned retried = 0;
@@ -383,19 +517,30 @@ ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
 			cpu_relax();
 			continue;
 		}
-		stk_conn_wait(conn, POLLOUT, -1);
+		int w = block_wait(conn, POLLOUT, SO_SNDTIMEO, bw);
+		if (w < 0 || (w > 0 && sent))
+			return sent ? (ssize_t)sent : w;
 	}
 }
 
-ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
+ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
+{
+	if (stk_ready_bad_user_range(buf, len))
+		return -EFAULT; /* as the kernel, instead of a SIGSEGV it never raises */
+	struct block_wait bw = { .ready = false };
+	ssize_t ret = send_loop(conn, buf, len, flags, &bw);
+	stk_ready_restore_signals(&bw.sigs);
+	return ret;
+}
+
+static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags,
+			 struct block_wait *bw)
 {
 	bool nonblock = conn->nonblock || (flags & MSG_DONTWAIT);
 	bool peek = flags & MSG_PEEK;
 	bool waitall = flags & MSG_WAITALL;
 	uint8_t *dst = buf;
 	size_t got = 0;
-	if (len == 0)
-		return 0;
 	for (;;) {
 		progress(conn);
 		pthread_mutex_lock(&conn->lock);
@@ -421,14 +566,31 @@ ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
 			grant_credit(conn, false);
 		}
 		bool eof = (conn->fin_rcvd && conn->ring_count == 0) || conn->rd_shut;
-		bool done = got == len || (got > 0 && !waitall) || eof;
+		/* len 0: as the kernel, 0 once something is readable (or EOF), else
+		 * EAGAIN or wait */
+		bool done = len == 0 ? conn->ring_count > 0 || eof
+				     : got == len || (got > 0 && !waitall) || eof;
 		pthread_mutex_unlock(&conn->lock);
 		if (done)
 			return (ssize_t)got;
 		if (nonblock)
 			return got ? (ssize_t)got : -EAGAIN;
-		stk_conn_wait(conn, POLLIN, -1);
+		int w = block_wait(conn, POLLIN, SO_RCVTIMEO, bw);
+		if (w < 0 || (w > 0 && got && !peek))
+			return got ? (ssize_t)got : w;
 	}
+}
+
+ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
+{
+	if (flags & MSG_OOB)
+		return -EINVAL; /* no urgent data is ever pending on the stream */
+	if (stk_ready_bad_user_range(buf, len))
+		return -EFAULT;
+	struct block_wait bw = { .ready = false };
+	ssize_t ret = recv_loop(conn, buf, len, flags, &bw);
+	stk_ready_restore_signals(&bw.sigs);
+	return ret;
 }
 
 uint64_t stk_conn_generation(struct stk_conn *conn)
@@ -553,11 +715,13 @@ short stk_poll_events(struct stk_conn *conn)
  * ppoll the kernel connection alone with a timeout growing from 20 µs to 1 ms,
  * so an idle waiter wakes at most 1000 times a second (a shared-memory doorbell
  * would remove that and is future work). */
-short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms)
+/* Returns the events, 0 at the deadline, -EINTR when the sleep was interrupted
+ * by a signal (sleep_mask given) or sigfd (>= 0, also polled) became readable. */
+static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int sigfd,
+		     const sigset_t *sleep_mask)
 {
 	events |= POLLERR | POLLHUP;
 	uint64_t start = now_ns();
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
 	uint64_t spin_end = start + (uint64_t)stk_cfg.spin_us * 1000ull;
 	uint64_t backoff = SLEEP_MIN_NS;
 	for (;;) {
@@ -571,7 +735,7 @@ short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms)
 			cpu_relax();
 			continue;
 		}
-		struct pollfd pfd[2] = { { .fd = conn->fd, .events = POLLIN | POLLRDHUP } };
+		struct pollfd pfd[3] = { { .fd = conn->fd, .events = POLLIN | POLLRDHUP } };
 		nfds_t nfds = 1;
 		uint64_t sleep = deadline - now;
 		struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
@@ -579,27 +743,43 @@ short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms)
 		if (wfd >= 0) {
 			if (!stk_fab_trywait(fab))
 				continue; /* completions pending: progress again */
-			pfd[1].fd = wfd;
-			pfd[1].events = POLLIN;
-			nfds = 2;
-			if (sleep > 1000000000ull)
-				sleep = 1000000000ull;
+			pfd[nfds].fd = wfd;
+			pfd[nfds++].events = POLLIN;
+			/* a state change made by another thread (shutdown) signals no fd */
+			if (sleep > SLEEP_MAX_NS * 20)
+				sleep = SLEEP_MAX_NS * 20;
 		} else {
 			if (sleep > backoff)
 				sleep = backoff;
 			if (backoff < SLEEP_MAX_NS)
 				backoff *= 2;
 		}
+		int sig_idx = -1;
+		if (sigfd >= 0) {
+			sig_idx = (int)nfds;
+			pfd[nfds].fd = sigfd;
+			pfd[nfds++].events = POLLIN;
+		}
 		struct timespec ts = { .tv_sec = (time_t)(sleep / 1000000000ull),
 				       .tv_nsec = (long)(sleep % 1000000000ull) };
-		int n;
-		if (stk_sys.ppoll)
-			n = stk_sys.ppoll(pfd, nfds, &ts, NULL);
-		else
-			n = stk_sys.poll(pfd, nfds, (int)((sleep + 999999) / 1000000));
+		int n = stk_ready_sys_ppoll(pfd, nfds, &ts, sleep_mask);
+		if (n == -EINTR)
+			return -EINTR;
 		if (n > 0 && pfd[0].revents)
 			check_liveness(conn);
+		if (n > 0 && sig_idx >= 0 && pfd[sig_idx].revents)
+			return -EINTR;
 	}
+}
+
+short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms)
+{
+	struct stk_ready_sigs sigs = { .blocked = false };
+	stk_ready_block_signals(&sigs);
+	int ret = wait_core(conn, events, stk_ready_deadline_ms(timeout_ms), -1,
+			    stk_ready_sleep_mask(&sigs, NULL));
+	stk_ready_restore_signals(&sigs);
+	return (short)ret;
 }
 
 /* ---- close ---- */

@@ -98,7 +98,16 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len);
 
 /* Data path, POSIX-shaped; return bytes or -errno. flags: MSG_PEEK, MSG_WAITALL,
  * MSG_DONTWAIT (send: MSG_DONTWAIT; MSG_NOSIGNAL is the caller's business: we
- * never raise SIGPIPE, the preload does when the app did not ask otherwise). */
+ * never raise SIGPIPE, the preload does when the app did not ask otherwise).
+ * Blocking calls behave as the kernel's (signal(7)): the socket's SO_RCVTIMEO /
+ * SO_SNDTIMEO (read from the kernel socket when the call first has to wait)
+ * ends the wait with -EAGAIN, or the bytes already moved; a signal handler that
+ * runs while the call waits ends it with -EINTR (or the bytes already moved),
+ * unless every handler that ran has SA_RESTART and no timeout is set: then the
+ * call goes on waiting. While waiting, signals are blocked in the calling thread
+ * and watched with a thread-local signalfd (one fd per thread that ever blocked,
+ * closed at thread exit); a signal is delivered by restoring the caller's mask
+ * for a moment, so handlers run on this thread as with the kernel. */
 ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags);
 ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags);
 /* how: SHUT_RD, SHUT_WR, SHUT_RDWR. */
@@ -114,7 +123,8 @@ int stk_close(struct stk_conn *conn, bool abortive);
 short stk_poll_events(struct stk_conn *conn);
 /* Wait until stk_poll_events() & events or timeout_ms (-1: forever). Spins
  * stk_cfg.spin_us, then sleeps in the kernel (see stk_stream.c for how).
- * Returns the events, 0 on timeout. */
+ * Returns the events, 0 on timeout, -EINTR when a signal handler ran (signals
+ * are blocked while it spins and delivered in the sleep, as in stk_ready.h). */
 short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms);
 /* The kernel connection is readable or hung up (the preload's epoll saw it):
  * decide whether the peer closed or died. Never blocks more than 20 ms. */
