@@ -197,6 +197,8 @@ int stk_poll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 {
 	if (!timespec_valid(timeout))
 		return -EINVAL;
+	if (nfds <= (1u << 20) && stk_ready_bad_user_range(fds, nfds * sizeof(*fds)))
+		return -EFAULT;
 	return poll_deadline(fds, nfds, DEADLINE_FROM_TIMEOUT, timeout, sigmask);
 }
 

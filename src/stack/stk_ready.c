@@ -111,6 +111,23 @@ int stk_ready_sys_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *
 	return n < 0 ? -errno : n;
 }
 
+/* ---- user pointers ---- */
+
+#define USER_MIN_ADDR 4096ul /* mmap_min_addr is at least a page everywhere */
+#if UINTPTR_MAX > 0xffffffffu
+#define USER_END_ADDR 0x800000000000ul /* 47-bit user half (x86-64, arm64 48-bit) */
+#else
+#define USER_END_ADDR 0xc0000000ul
+#endif
+
+bool stk_ready_bad_user_range(const void *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p;
+	if (len == 0)
+		return false;
+	return a < USER_MIN_ADDR || a + len < a || a + len > USER_END_ADDR;
+}
+
 /* ---- scratch ---- */
 
 #define SCRATCH_SLOTS 4

@@ -136,6 +136,14 @@ uint64_t stk_ready_deadline_ms(int timeout_ms);
 int stk_ready_sys_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 			const sigset_t *sigmask);
 
+/* True when [p, p + len) cannot be user memory: below the lowest address the
+ * kernel maps (vm.mmap_min_addr, 64 KiB by default; NULL and small integers),
+ * wrapping around, or beyond the user half of the address space. The kernel
+ * answers EFAULT for those; we must not touch them (a SIGSEGV the kernel would
+ * not raise). Other unmapped ranges are not detected (no system call on the
+ * fast path). */
+bool stk_ready_bad_user_range(const void *p, size_t len);
+
 /* A thread-local buffer of at least bytes, grown (never shrunk) on demand; slot
  * 0..3 are independent buffers. NULL when out of memory. */
 void *stk_ready_scratch(unsigned slot, size_t bytes);
