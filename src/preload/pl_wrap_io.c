@@ -62,8 +62,13 @@ static inline struct stk_sock *tx_sock(int fd)
 		return NULL;
 	if (sock->conn)
 		return sock;
-	if (sock->strip_pending)
-		sock->app_wrote = true;
+	if (sock->strip_pending && !sock->app_wrote) {
+		int saved_errno = errno;
+		pl_enter();
+		stk_accel_first_write(sock, fd);
+		pl_leave();
+		errno = saved_errno;
+	}
 	return NULL;
 }
 

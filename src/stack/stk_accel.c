@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int stk_accel_live;
@@ -126,6 +127,13 @@ void stk_accel_strip_late_hello(struct stk_sock *sock, int fd)
 		sock->strip_pending = false;
 }
 
+void stk_accel_first_write(struct stk_sock *sock, int fd)
+{
+	if (stk_nego_strip_late_hello(fd, true) != -EAGAIN)
+		sock->strip_pending = false;
+	sock->app_wrote = true;
+}
+
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t total = 0;
@@ -183,10 +191,35 @@ ssize_t stk_accel_recvv(struct stk_sock *sock, const struct iovec *iov, int iovc
 	return total;
 }
 
+/* The checks sendfile(2) makes on its input before moving a byte, in the
+ * kernel's order: readable (EBADF), an offset only on a file that supports
+ * pread (ESPIPE), a non-negative offset (EINVAL), a regular file or block
+ * device (EINVAL: splice's direct path takes nothing else). */
+static int sendfile_check_input(int in_fd, const off_t *offset)
+{
+	int fl = stk_sys.fcntl(in_fd, F_GETFL);
+	if (fl < 0 || (fl & O_ACCMODE) == O_WRONLY || (fl & O_PATH))
+		return -EBADF;
+	struct stat st;
+	if (fstat(in_fd, &st) != 0)
+		return -EBADF;
+	bool seekable = S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
+	if (offset && !seekable && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+		return -ESPIPE;
+	if (offset && *offset < 0)
+		return -EINVAL;
+	if (!seekable)
+		return -EINVAL;
+	return 0;
+}
+
 ssize_t stk_accel_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, size_t count)
 {
 	char buf[16384];
 	ssize_t total = 0;
+	int bad = sendfile_check_input(in_fd, offset);
+	if (bad)
+		return bad;
 	while (count > 0) {
 		size_t chunk = count < sizeof(buf) ? count : sizeof(buf);
 		ssize_t got = offset ? pread(in_fd, buf, chunk, *offset)

@@ -45,6 +45,13 @@ struct stk_sock *stk_accel_accepted(struct stk_sock *listener, int newfd);
 /* Before the app's first read of a connection that fell back after marking its
  * SYN: remove a libfabsock HELLO the server sent too late (P1). */
 void stk_accel_strip_late_hello(struct stk_sock *sock, int fd);
+/* Before the app's first write on such a connection: remove a late HELLO that
+ * is already there (never waits, never answers it: the server may have stopped
+ * waiting for a REPLY, and the app's bytes tell it we fell back). A HELLO left
+ * unread would make the kernel reset the connection when the socket is closed
+ * (or its process exits), losing the data still in its send buffer. Sets
+ * sock->app_wrote. */
+void stk_accel_first_write(struct stk_sock *sock, int fd);
 
 /* Data calls on an accelerated socket (sock->conn != NULL). */
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
