@@ -138,7 +138,7 @@ PL_EXPORT int epoll_create1(int flags)
 }
 
 /* The object attached to the app's epoll fd epfd, created on first need. */
-static struct stk_epoll *epoll_object(int epfd)
+static struct stk_epoll *epoll_object(int epfd, int *err)
 {
 	static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, epfd);
@@ -149,7 +149,7 @@ static struct stk_epoll *epoll_object(int epfd)
 	sock = pl_fdtab_get(&pl_fdtab, epfd); /* another thread may have won */
 	if (sock && sock->epoll) {
 		ep = sock->epoll;
-	} else if (stk_epoll_create(epfd, &ep) == 0) {
+	} else if ((*err = stk_epoll_create(epfd, &ep)) == 0) {
 		sock = stk_sock_new_epoll(ep);
 		if (sock && pl_fdtab_set(&pl_fdtab, epfd, sock) == 0) {
 			stk_sock_unref(sock); /* the table holds it */
@@ -173,16 +173,18 @@ PL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (sock && sock->conn) {
 		/* Accelerated: registered in the object only; the kernel socket under it
 		 * carries nothing the app should see. */
-		struct stk_epoll *ep = epoll_object(epfd);
+		int err = -ENOMEM;
+		struct stk_epoll *ep = epoll_object(epfd, &err);
 		if (!ep)
-			return pl_ret(op == EPOLL_CTL_ADD ? -ENOMEM : -ENOENT);
+			return pl_ret(err ? err : -ENOMEM);
 		return pl_ret(stk_epoll_ctl(ep, op, fd, sock->conn, ev));
 	}
 	int ret = PL_REAL(epoll_ctl)(epfd, op, fd, ev);
 	if (ret == 0 && sock && sock->epoll) {
 		/* An epoll set holding accelerated sockets, nested in epfd. */
 		int saved_errno = errno;
-		struct stk_epoll *outer = epoll_object(epfd);
+		int err;
+		struct stk_epoll *outer = epoll_object(epfd, &err);
 		if (!outer || stk_epoll_ctl_inner(outer, op, fd, sock->epoll, ev) != 0)
 			stk_epoll_expose(sock->epoll); /* at least the kernel sees it ready */
 		errno = saved_errno;
@@ -228,11 +230,13 @@ PL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1))
 		return PL_REAL(epoll_pwait2)(epfd, evs, max, timeout, mask);
-	int ms = -1;
-	if (timeout) { /* rounded up to whole milliseconds, never down to 0 */
-		long long ns = (long long)timeout->tv_sec * 1000000000LL + timeout->tv_nsec;
-		ms = ns <= 0 ? 0 : ns > 2000000000LL * 1000000LL ? 2000000000
-								  : (int)((ns + 999999) / 1000000);
-	}
-	return stack_epoll_wait(sock, evs, max, ms, mask);
+	/* the timespec as given: the stack validates it (EINVAL) and keeps ns */
+	stk_sock_ref(sock);
+	int ret = stk_epoll_wait_ts(sock->epoll, evs, max, timeout, mask);
+	int saved_errno = errno;
+	pl_enter();
+	stk_sock_unref(sock);
+	pl_leave();
+	errno = saved_errno;
+	return pl_ret(ret);
 }

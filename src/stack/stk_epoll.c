@@ -69,6 +69,18 @@ static int sys_ctl(int epfd, int op, int fd, uint32_t events, uint64_t tag)
 
 int stk_epoll_create(int epfd, struct stk_epoll **out)
 {
+	/* epfd must be an epoll fd, as epoll_ctl(2) checks: removing a file that is
+	 * not in it answers ENOENT from an epoll fd, EINVAL from any other file,
+	 * EBADF when epfd is not open. The file asked about is a fresh epoll fd of
+	 * ours, so it can never be in the app's set. */
+	int probe = stk_sys.epoll_create1(EPOLL_CLOEXEC);
+	if (probe < 0)
+		return -errno;
+	struct epoll_event none = { 0 };
+	int pr = stk_sys.epoll_ctl(epfd, EPOLL_CTL_DEL, probe, &none) == 0 ? 0 : errno;
+	stk_sys.close(probe);
+	if (pr == EBADF || pr == EINVAL)
+		return -pr;
 	struct stk_epoll *ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -ENOMEM;
@@ -392,8 +404,17 @@ static void harvest_priv(struct stk_epoll *ep)
 	}
 }
 
+/* Nested sets the scan reported in one collect: the kernel reports the same
+ * nested epoll fd when its kernel part is ready, and a set must list an fd once. */
+#define INNER_SEEN_MAX 8
+struct inner_seen {
+	unsigned n;                 /* > INNER_SEEN_MAX: too many to filter */
+	uint64_t data[INNER_SEEN_MAX];
+};
+
 /* Scan the accelerated items from the rotation cursor (lock held). */
-static int scan_accel(struct stk_epoll *ep, struct epoll_event *evs, int max)
+static int scan_accel(struct stk_epoll *ep, struct epoll_event *evs, int max,
+		      struct inner_seen *seen)
 {
 	int cnt = 0;
 	bool pending = false;
@@ -424,6 +445,11 @@ static int scan_accel(struct stk_epoll *ep, struct epoll_event *evs, int max)
 		evs[cnt].events = r;
 		evs[cnt].data = it->data;
 		cnt++;
+		if (it->inner) {
+			if (seen->n < INNER_SEEN_MAX)
+				seen->data[seen->n] = it->data.u64;
+			seen->n++;
+		}
 		last = idx;
 		if (it->events & EPOLLONESHOT)
 			it->disabled = true;
@@ -449,8 +475,26 @@ static int harvest_kernel(struct stk_epoll *ep, struct epoll_event *evs, int max
 	return out;
 }
 
+/* Drop from evs[0..n) the kernel's reports of nested sets the scan already
+ * reported; returns the new count. */
+static int drop_seen(struct epoll_event *evs, int n, const struct inner_seen *seen)
+{
+	if (seen->n == 0 || seen->n > INNER_SEEN_MAX)
+		return n;
+	int out = 0;
+	for (int i = 0; i < n; i++) {
+		bool dup = false;
+		for (unsigned j = 0; j < seen->n && !dup; j++)
+			dup = evs[i].data.u64 == seen->data[j];
+		if (!dup)
+			evs[out++] = evs[i];
+	}
+	return out;
+}
+
 static int collect(struct stk_epoll *ep, struct epoll_event *evs, int max, bool priv_fresh)
 {
+	struct inner_seen seen = { .n = 0 };
 	unsigned turn = __atomic_fetch_add(&ep->turn, 1, __ATOMIC_RELAXED);
 	bool kernel_first = turn & 1;
 	/* Liveness edges wait in P until a sleep; a set that is always busy never
@@ -463,17 +507,24 @@ static int collect(struct stk_epoll *ep, struct epoll_event *evs, int max, bool 
 		if (cnt < 0)
 			return cnt;
 	}
+	int kcnt = cnt;
 	pthread_mutex_lock(&ep->lock);
 	if (priv_fresh)
 		harvest_priv(ep);
-	if (cnt < max)
-		cnt += scan_accel(ep, evs + cnt, max - cnt);
+	int acc = cnt < max ? scan_accel(ep, evs + cnt, max - cnt, &seen) : 0;
 	pthread_mutex_unlock(&ep->lock);
-	if (!kernel_first && cnt < max) {
+	if (kernel_first) {
+		int kept = drop_seen(evs, kcnt, &seen);
+		if (kept < kcnt)
+			memmove(evs + kept, evs + kcnt, (size_t)acc * sizeof(*evs));
+		return kept + acc;
+	}
+	cnt += acc;
+	if (cnt < max) {
 		int k = harvest_kernel(ep, evs + cnt, max - cnt);
 		if (k < 0)
 			return cnt ? cnt : k;
-		cnt += k;
+		cnt += drop_seen(evs + cnt, k, &seen);
 	}
 	return cnt;
 }

@@ -80,7 +80,8 @@ struct stk_epoll;
 #define STK_EPOLL_EXPOSE_TAG 0xfab50c4e5e7ea11dull
 
 /* Attach an object to the app's kernel epoll fd epfd (not owned: the app closes
- * it). Returns 0 or -errno (-ENOMEM, -EMFILE...). */
+ * it). Returns 0 or -errno (-EBADF: epfd is not open, -EINVAL: not an epoll fd,
+ * -ENOMEM, -EMFILE...). */
 int stk_epoll_create(int epfd, struct stk_epoll **out);
 /* The app closed E: free the object (also drops it from outer sets). */
 void stk_epoll_destroy(struct stk_epoll *ep);
