@@ -20,7 +20,8 @@
 #include <time.h>
 
 #define INJECT_STACK_MAX 4096       /* bytes assembled on the stack for fi_inject */
-#define CLOSE_DRAIN_NS 1000000000ull /* graceful close waits this long at most */
+#define CLOSE_DRAIN_NS 1000000000ull /* room for a control message: at most this */
+#define LINGER_DEFAULT_NS 10000000000ull /* sends in flight at close: 10 s at most */
 #define HUP_GRACE_NS 20000000ull    /* kernel EOF before FIN: wait this for the FIN */
 #define SLEEP_MIN_NS 20000ull       /* no wait fd: back-off from 20 µs ... */
 #define SLEEP_MAX_NS 1000000ull     /* ... to 1 ms */
@@ -28,6 +29,13 @@
 /* Connections by slot. Readers (delivery) load without a lock; writers hold
  * table_lock; a slot is reused only after stk_fab_quiesce(). */
 static struct stk_conn *conn_table[STK_CONN_MAX];
+
+static void drain_all_at_exit(void);
+
+static void register_exit_drain(void)
+{
+	atexit(drain_all_at_exit);
+}
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t table_hint; /* protected by table_lock */
 
@@ -84,6 +92,8 @@ int stk_conn_create(int fd, size_t window, struct stk_conn **out)
 			conn->local_id = now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)conn;
 	} while (conn->local_id == 0);
 
+	static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+	pthread_once(&exit_once, register_exit_drain);
 	pthread_mutex_lock(&table_lock);
 	for (uint32_t i = 0; i < STK_CONN_MAX; i++) {
 		uint32_t slot = (table_hint + i) % STK_CONN_MAX;
@@ -784,6 +794,52 @@ short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms)
 
 /* ---- close ---- */
 
+/* The peer's library has closed the kernel connection (or its process died):
+ * nothing it still holds will be completed. */
+static bool peer_gone(const struct stk_conn *conn)
+{
+	struct pollfd pfd = { .fd = conn->fd, .events = POLLRDHUP };
+	return stk_sys.poll(&pfd, 1, 0) > 0 &&
+	       (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* Wait until every send of conn has completed. The kernel delivers data after
+ * close() and even after the process exits; we cannot outlive the process, and
+ * some providers (shm) let the receiver pull large messages from the sender's
+ * memory: so the close (or the exit) waits for the peer to take the data — until
+ * it has, or its library hung up the kernel connection, or the linger time
+ * (SO_LINGER when the app set one, else LINGER_DEFAULT_NS) ran out. */
+static void drain_sends(struct stk_conn *conn)
+{
+	if (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) == 0)
+		return;
+	uint64_t linger_ns = LINGER_DEFAULT_NS;
+	struct linger lg;
+	socklen_t len = sizeof(lg);
+	if (stk_sys.getsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &lg, &len) == 0 && lg.l_onoff &&
+	    lg.l_linger > 0)
+		linger_ns = (uint64_t)lg.l_linger * 1000000000ull;
+	uint64_t deadline = now_ns() + linger_ns;
+	uint64_t pause = SLEEP_MIN_NS;
+	while (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0 &&
+	       now_ns() < deadline && !peer_gone(conn)) {
+		progress(conn);
+		sleep_ns(pause);
+		if (pause < 1000000ull)
+			pause *= 2;
+	}
+}
+
+/* At exit, connections the app never closed still deliver what it wrote. */
+static void drain_all_at_exit(void)
+{
+	for (unsigned slot = 0; slot < STK_CONN_MAX; slot++) {
+		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
+		if (conn && conn->fab)
+			drain_sends(conn);
+	}
+}
+
 int stk_close(struct stk_conn *conn, bool abortive)
 {
 	int ret = 0;
@@ -800,14 +856,8 @@ int stk_close(struct stk_conn *conn, bool abortive)
 		if (ret)
 			FSK_DBG("fd %d: close: could not send %s: %s", conn->fd,
 				rst ? "RST" : "FIN", strerror(-ret));
-		/* Data written before close is delivered, like the kernel does: wait
-		 * (bounded) until every registered send has left. */
-		uint64_t deadline = now_ns() + CLOSE_DRAIN_NS;
-		while (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0 &&
-		       now_ns() < deadline) {
-			progress(conn);
-			sleep_ns(SLEEP_MIN_NS);
-		}
+		/* Data written before close is delivered, like the kernel does. */
+		drain_sends(conn);
 	}
 	if (rst) {
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
@@ -821,8 +871,8 @@ int stk_close(struct stk_conn *conn, bool abortive)
 		/* A provider still owns a buffer that points at this connection: keep
 		 * the memory (a bounded leak) rather than let a completion write freed
 		 * memory. */
-		FSK_WARN("fd %d: close: sends still in flight after 1 s; connection leaked",
-			 conn->fd);
+		FSK_WARN("fd %d: close: sends still in flight at the linger bound; connection "
+			 "leaked", conn->fd);
 		pthread_mutex_lock(&table_lock);
 		__atomic_store_n(&conn_table[conn->slot], NULL, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&table_lock);
