@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "fabric/fdp.h"
+#include "fabric/fdp_enosys.h"
 #include "fabric/fdp_port.h"
 
 #include <errno.h>
@@ -156,39 +157,15 @@ static int cntr_control(struct fid *fid, int command, void *arg)
 {
 	struct fdp_cntr *cntr = container_of(fid, struct fdp_cntr, cntr_fid.fid);
 
-	switch (command) {
-	case FI_GETWAIT:
-		if (cntr->wait_fd < 0)
-			return -FI_ENODATA;
-		*(int *)arg = cntr->wait_fd;
-		return 0;
-	case FI_GETWAITOBJ:
-		*(enum fi_wait_obj *)arg = cntr->wait_fd >= 0 ? FI_WAIT_FD : FI_WAIT_NONE;
-		return 0;
-	default:
-		return -FI_ENOSYS;
-	}
-}
-
-static int cntr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
-{
-	(void)fid; (void)bfid; (void)flags;
-	return -FI_ENOSYS;
-}
-
-static int cntr_ops_open(struct fid *fid, const char *name, uint64_t flags,
-			 void **ops, void *context)
-{
-	(void)fid; (void)name; (void)flags; (void)ops; (void)context;
-	return -FI_ENOSYS;
+	return fdp_wait_control(cntr->wait_fd, command, arg);
 }
 
 static const struct fi_ops cntr_fid_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = cntr_close,
-	.bind = cntr_bind,
+	.bind = fdp_enosys_bind,
 	.control = cntr_control,
-	.ops_open = cntr_ops_open,
+	.ops_open = fdp_enosys_ops_open,
 	.tostr = NULL,
 	.ops_set = NULL,
 };

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "fabric/fdp.h"
+#include "fabric/fdp_enosys.h"
 #include "fabric/fdp_port.h"
 
 #include <errno.h>
@@ -310,39 +311,15 @@ static int cq_control(struct fid *fid, int command, void *arg)
 {
 	struct fdp_cq *cq = container_of(fid, struct fdp_cq, cq_fid.fid);
 
-	switch (command) {
-	case FI_GETWAIT:
-		if (cq->wait_fd < 0)
-			return -FI_ENODATA;
-		*(int *)arg = cq->wait_fd;
-		return 0;
-	case FI_GETWAITOBJ:
-		*(enum fi_wait_obj *)arg = cq->wait_fd >= 0 ? FI_WAIT_FD : FI_WAIT_NONE;
-		return 0;
-	default:
-		return -FI_ENOSYS;
-	}
-}
-
-static int cq_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
-{
-	(void)fid; (void)bfid; (void)flags;
-	return -FI_ENOSYS;
-}
-
-static int cq_ops_open(struct fid *fid, const char *name, uint64_t flags,
-		       void **ops, void *context)
-{
-	(void)fid; (void)name; (void)flags; (void)ops; (void)context;
-	return -FI_ENOSYS;
+	return fdp_wait_control(cq->wait_fd, command, arg);
 }
 
 static const struct fi_ops cq_fid_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = cq_close,
-	.bind = cq_bind,
+	.bind = fdp_enosys_bind,
 	.control = cq_control,
-	.ops_open = cq_ops_open,
+	.ops_open = fdp_enosys_ops_open,
 	.tostr = NULL,
 	.ops_set = NULL,
 };

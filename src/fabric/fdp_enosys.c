@@ -232,3 +232,32 @@ const struct fi_ops_collective fdp_enosys_collective = {
 	.msg = c_msg,
 	.barrier2 = c_barrier2,
 };
+
+int fdp_enosys_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	(void)fid; (void)bfid; (void)flags;
+	return -FI_ENOSYS;
+}
+
+int fdp_enosys_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+			void *context)
+{
+	(void)fid; (void)name; (void)flags; (void)ops; (void)context;
+	return -FI_ENOSYS;
+}
+
+int fdp_wait_control(int wait_fd, int command, void *arg)
+{
+	switch (command) {
+	case FI_GETWAIT:
+		if (wait_fd < 0)
+			return -FI_ENODATA;
+		*(int *)arg = wait_fd;
+		return 0;
+	case FI_GETWAITOBJ:
+		*(enum fi_wait_obj *)arg = wait_fd >= 0 ? FI_WAIT_FD : FI_WAIT_NONE;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}

@@ -15,4 +15,13 @@ extern const struct fi_ops_rma fdp_enosys_rma FDP_HIDDEN;
 extern const struct fi_ops_atomic fdp_enosys_atomic FDP_HIDDEN;
 extern const struct fi_ops_collective fdp_enosys_collective FDP_HIDDEN;
 
+/* fi_ops slots no object of ours supports: -FI_ENOSYS. */
+int fdp_enosys_bind(struct fid *fid, struct fid *bfid, uint64_t flags) FDP_HIDDEN;
+int fdp_enosys_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+			void *context) FDP_HIDDEN;
+
+/* fi_control of an object whose wait object is wait_fd (-1: none): FI_GETWAIT,
+ * FI_GETWAITOBJ; anything else -FI_ENOSYS. */
+int fdp_wait_control(int wait_fd, int command, void *arg) FDP_HIDDEN;
+
 #endif /* FDP_ENOSYS_H */

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "fabric/fdp.h"
+#include "fabric/fdp_enosys.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -194,39 +195,15 @@ static int eq_control(struct fid *fid, int command, void *arg)
 {
 	struct fdp_eq *eq = container_of(fid, struct fdp_eq, eq_fid.fid);
 
-	switch (command) {
-	case FI_GETWAIT:
-		if (eq->wait_fd < 0)
-			return -FI_ENODATA;
-		*(int *)arg = eq->wait_fd;
-		return 0;
-	case FI_GETWAITOBJ:
-		*(enum fi_wait_obj *)arg = eq->wait_fd >= 0 ? FI_WAIT_FD : FI_WAIT_NONE;
-		return 0;
-	default:
-		return -FI_ENOSYS;
-	}
-}
-
-static int eq_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
-{
-	(void)fid; (void)bfid; (void)flags;
-	return -FI_ENOSYS;
-}
-
-static int eq_ops_open(struct fid *fid, const char *name, uint64_t flags,
-		       void **ops, void *context)
-{
-	(void)fid; (void)name; (void)flags; (void)ops; (void)context;
-	return -FI_ENOSYS;
+	return fdp_wait_control(eq->wait_fd, command, arg);
 }
 
 static const struct fi_ops eq_fid_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = eq_close,
-	.bind = eq_bind,
+	.bind = fdp_enosys_bind,
 	.control = eq_control,
-	.ops_open = eq_ops_open,
+	.ops_open = fdp_enosys_ops_open,
 	.tostr = NULL,
 	.ops_set = NULL,
 };
