@@ -562,22 +562,11 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 	for (;;) {
 		int n = collect(ep, evs, max, priv_fresh);
 		priv_fresh = false;
-		if (n) {
-			ret = n;
+		enum stk_ready_step step = stk_ready_spin_step(n, deadline, &spin_end, &sigs, &ret);
+		if (step == STK_READY_STOP)
 			break;
-		}
-		uint64_t now = stk_ready_now_ns();
-		if (now >= deadline) {
-			ret = 0;
-			break;
-		}
-		stk_ready_block_signals(&sigs);
-		if (!spin_end)
-			spin_end = now + (uint64_t)stk_cfg.spin_us * 1000ull;
-		if (now < spin_end) {
-			stk_ready_cpu_relax();
+		if (step == STK_READY_SPIN)
 			continue;
-		}
 		pthread_mutex_lock(&ep->lock);
 		memcpy(wf.fab, ep->fabs.fab, sizeof(wf.fab));
 		wf.n = ep->fabs.n;
@@ -589,7 +578,10 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 			continue; /* completions pending: the next scan drains them */
 		if (nw > 0 && inner_pending(ep))
 			continue; /* delivered by another thread before our trywait */
-		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER : deadline - now;
+		uint64_t now = stk_ready_now_ns();
+		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER
+				 : deadline > now       ? deadline - now
+							 : 0;
 		if (slice && slice < sleep)
 			sleep = slice;
 		struct timespec ts = { .tv_sec = (time_t)(sleep / 1000000000ull),

@@ -120,22 +120,11 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 		}
 		kernel_fresh = false;
 		check_live = false;
-		if (cnt) {
-			ret = cnt;
+		enum stk_ready_step step = stk_ready_spin_step(cnt, deadline, &spin_end, &sigs, &ret);
+		if (step == STK_READY_STOP)
 			break;
-		}
-		uint64_t now = stk_ready_now_ns();
-		if (now >= deadline) {
-			ret = 0;
-			break;
-		}
-		stk_ready_block_signals(&sigs);
-		if (!spin_end)
-			spin_end = now + (uint64_t)stk_cfg.spin_us * 1000ull;
-		if (now < spin_end) {
-			stk_ready_cpu_relax();
+		if (step == STK_READY_SPIN)
 			continue;
-		}
 		uint64_t slice;
 		int nw = stk_ready_fabs_prepare(&fabs, k + nfds, &slice);
 		if (nw == -EAGAIN)
@@ -143,7 +132,10 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 		if (nw > 0 && eval_accel(fds, nfds, conns) > 0)
 			continue; /* delivered by another thread before our trywait */
 		arm_liveness(k, nfds, conns);
-		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER : deadline - now;
+		uint64_t now = stk_ready_now_ns();
+		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER
+				 : deadline > now       ? deadline - now
+							 : 0;
 		if (slice && slice < sleep)
 			sleep = slice;
 		struct timespec ts = ns_to_ts(sleep);

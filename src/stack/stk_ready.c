@@ -1,5 +1,6 @@
 #include "config.h"
 #include "stack/stk_ready.h"
+#include "stack/stk_config.h"
 #include "stack/stk_fab.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
@@ -267,4 +268,26 @@ short stk_ready_revents(short stk_events, short requested)
 	if (ev & POLLOUT)
 		ev |= POLLWRNORM;
 	return (short)(ev & (requested | POLLERR | POLLHUP));
+}
+
+enum stk_ready_step stk_ready_spin_step(int cnt, uint64_t deadline, uint64_t *spin_end,
+					struct stk_ready_sigs *sigs, int *ret)
+{
+	if (cnt) {
+		*ret = cnt;
+		return STK_READY_STOP;
+	}
+	uint64_t now = stk_ready_now_ns();
+	if (now >= deadline) {
+		*ret = 0;
+		return STK_READY_STOP;
+	}
+	stk_ready_block_signals(sigs);
+	if (!*spin_end)
+		*spin_end = now + (uint64_t)stk_cfg.spin_us * 1000ull;
+	if (now < *spin_end) {
+		stk_ready_cpu_relax();
+		return STK_READY_SPIN;
+	}
+	return STK_READY_SLEEP;
 }

@@ -182,6 +182,15 @@ void stk_ready_fabs_backoff(struct stk_ready_fabs *f, bool activity);
  * POLLWRNORM), filtered to events | POLLERR | POLLHUP. */
 short stk_ready_revents(short stk_events, short requested);
 
+/* The step after a scan that found cnt ready, shared by every wait loop:
+ * STK_READY_STOP (*ret = cnt, or 0 when the deadline passed), STK_READY_SPIN
+ * (scan again: within the stk_cfg.spin_us budget that *spin_end tracks, 0 at
+ * first), or STK_READY_SLEEP (budget spent: sleep in the kernel). Blocks the
+ * signals (sigs) from the first spin on, as stk_ready_block_signals says. */
+enum stk_ready_step { STK_READY_STOP, STK_READY_SPIN, STK_READY_SLEEP };
+enum stk_ready_step stk_ready_spin_step(int cnt, uint64_t deadline, uint64_t *spin_end,
+					struct stk_ready_sigs *sigs, int *ret);
+
 static inline void stk_ready_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
