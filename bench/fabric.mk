@@ -11,3 +11,4 @@ bench-fabric: src/fabric/libdpdk-fi.la bench/fabric_wakeup
 	$(SHELL) $(srcdir)/bench/fabric_pingpong.sh $(abs_top_builddir)
 	FI_PROVIDER_PATH=$(abs_top_builddir)/src/fabric/.libs FI_DPDK_DEVICE=net_ring0 \
 	FI_DPDK_IP=198.18.9.1/24 bench/fabric_wakeup
+EXTRA_DIST += bench/fabric_rdm.sh
