@@ -291,9 +291,18 @@ struct fdp_ep_hooks {
 	 * progress thread) that received frames, and by idle ones at most
 	 * every 2 µs; while the application only sleeps on a wait fd, the
 	 * progress thread calls it at least every ~1 ms. Between application
-	 * calls with no wait fd armed, nothing runs (manual progress).
+	 * calls with no wait fd armed, it runs only for classes with a
+	 * next_deadline hook, when a deadline is due (see below).
 	 * now_ns from fdp_now_ns(). */
 	void (*progress)(struct fdp_ep *ep, uint64_t now_ns);
+	/* Timers without the application: the earliest fdp_now_ns() at which
+	 * progress must run; now_ns (or earlier) when the endpoint saw traffic
+	 * recently and wants the port polled at a low rate (frames for it may
+	 * arrive while the application is away: peers expect acks);
+	 * UINT64_MAX when it needs nothing until the application calls in.
+	 * *last_ns: when progress last ran. Cheap (reads cached state). Only
+	 * called for endpoints attached with fdp_progress_timers_attach. */
+	uint64_t (*next_deadline)(struct fdp_ep *ep, uint64_t now_ns, uint64_t *last_ns);
 	/* fi_enable after the framework checked the bindings and registered
 	 * the UDP port: allocate what needs the CQs/AV. */
 	int (*enable)(struct fdp_ep *ep);
@@ -410,6 +419,22 @@ int fdp_tx_frame_to(struct fdp_ep *ep, const struct sockaddr_in *dest,
  * dispatch them, then run every endpoint's progress hook. Call with no
  * lock held. Returns the number of frames received. */
 int fdp_domain_progress(struct fdp_domain *domain) FDP_HIDDEN;
+
+/* Timer progress without the application (fdp_progress.c). An endpoint
+ * whose class has a next_deadline hook attaches itself (hook enable, with
+ * ep->lock held) and detaches in hook close. While no wait fd is armed, the
+ * progress thread then sleeps until the earliest due deadline of the
+ * attached endpoints (polls for recently active ones back off from 50 µs to
+ * 1 ms), and runs fdp_domain_progress only when no application thread
+ * progressed the endpoint within the last ms; with every endpoint idle
+ * (UINT64_MAX) it blocks as before. fdp_progress_timers_kick tells a
+ * blocked thread that ep now has timers pending: call it with ep->lock held
+ * (no lost wake-up: the thread raises its flag before it trylocks the
+ * endpoints) whenever next_deadline may have become finite; it costs one
+ * load unless the thread is blocked. */
+int fdp_progress_timers_attach(struct fdp_ep *ep) FDP_HIDDEN;
+void fdp_progress_timers_detach(struct fdp_ep *ep) FDP_HIDDEN;
+void fdp_progress_timers_kick(struct fdp_ep *ep) FDP_HIDDEN;
 
 /* Framework internals shared between fdp_*.c files. */
 int fdp_ep_open(struct fid_domain *domain, struct fi_info *info,

@@ -28,6 +28,7 @@
 #define RDM_INJECT 4096             /* inject_size */
 #define RDM_HASH_SIZE 1024          /* address hash buckets (power of two) */
 #define RDM_MAX_PEERS 65536
+#define RDM_LINGER_NS (3000ull * 1000 * 1000) /* polled that long after traffic */
 
 struct rdm_peer {
 	struct fdp_msg_peer mp;     /* engine state; mp.addr is the fi_addr or NOTAVAIL */
@@ -44,6 +45,10 @@ struct rdm_state {
 	struct rdm_peer **peers;        /* every peer, for close */
 	size_t npeers, peers_cap;
 	uint64_t rx_too_many_peers;     /* frames dropped at RDM_MAX_PEERS */
+	uint64_t last_progress_ns;      /* last rdm_progress, for the progress thread */
+	uint64_t active_until_ns;       /* have the port polled until then */
+	uint64_t seen_frames;           /* rel rx+tx data frames at the last progress */
+	bool timers_attached;           /* registered with the progress thread */
 };
 
 static struct rdm_state *st_of(struct fdp_ep *ep)
@@ -250,6 +255,10 @@ static ssize_t do_send_x(struct fdp_ep *ep, const struct iovec *iov, size_t coun
 		ret = fdp_msg_send(&s->m, &p->mp, iov, count, op, tag, has_data, data, context,
 				   flags, fdp_now_ns());
 	}
+	/* an app that posts and then blocks elsewhere still gets its
+	 * retransmissions: wake a blocked progress thread (one load) */
+	if (ret == 0)
+		fdp_progress_timers_kick(ep);
 	fdp_unlock(&ep->lock);
 	if (ret == -FI_EAGAIN)
 		fdp_domain_progress(ep->domain); /* acks free the window: let them in */
@@ -479,7 +488,45 @@ static void rdm_rx(struct fdp_ep *ep, fi_addr_t src, const struct sockaddr_in *s
 
 static void rdm_progress(struct fdp_ep *ep, uint64_t now_ns)
 {
-	fdp_msg_progress(&st_of(ep)->m, now_ns);
+	struct rdm_state *s = st_of(ep);
+
+	uint64_t frames;
+
+	s->last_progress_ns = now_ns;
+	frames = s->m.rel.stats.rx_data + s->m.rel.stats.tx_data;
+	if (fdp_msg_progress(&s->m, now_ns) != UINT64_MAX || frames != s->seen_frames) {
+		/* timers pending, or traffic (a receiver often has no timer):
+		 * make sure the progress thread watches us */
+		s->seen_frames = frames;
+		s->active_until_ns = now_ns + RDM_LINGER_NS;
+		fdp_progress_timers_kick(ep);
+	}
+}
+
+/* Besides its own timers, an endpoint that had traffic within RDM_LINGER_NS
+ * asks for the port to be polled: a peer streaming to an application that
+ * stopped calling in must still get acks (it declares us unreachable after
+ * 2 s of silence). */
+static uint64_t rdm_next_deadline(struct fdp_ep *ep, uint64_t now_ns, uint64_t *last_ns)
+{
+	struct rdm_state *s = st_of(ep);
+
+	*last_ns = s->last_progress_ns;
+	if (s->m.rel.next_deadline_ns == UINT64_MAX && now_ns < s->active_until_ns)
+		return now_ns;
+	return s->m.rel.next_deadline_ns;
+}
+
+static int rdm_enable(struct fdp_ep *ep)
+{
+	struct rdm_state *s = st_of(ep);
+	int ret = 0;
+
+	if (!s->timers_attached) {
+		ret = fdp_progress_timers_attach(ep);
+		s->timers_attached = ret == 0;
+	}
+	return ret;
 }
 
 static int rdm_cancel(struct fdp_ep *ep, void *context)
@@ -493,6 +540,8 @@ static void rdm_close(struct fdp_ep *ep)
 
 	if (!s)
 		return;
+	if (s->timers_attached)
+		fdp_progress_timers_detach(ep);
 	for (size_t i = 0; i < s->npeers; i++) {
 		const struct fdp_rel_peer *rp = &s->peers[i]->mp.rel;
 		if (rp->srtt_ns)
@@ -541,7 +590,8 @@ static ssize_t rdm_tx_size_left(struct fdp_ep *ep)
 static const struct fdp_ep_hooks rdm_hooks = {
 	.rx_rdm = rdm_rx,
 	.progress = rdm_progress,
-	.enable = NULL,
+	.next_deadline = rdm_next_deadline,
+	.enable = rdm_enable,
 	.cancel = rdm_cancel,
 	.close = rdm_close,
 	.rx_size_left = rdm_rx_size_left,

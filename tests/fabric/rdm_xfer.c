@@ -4,6 +4,7 @@
  *
  *   rdm_xfer server|client -P oob_port [-n endpoints] [-b total_bytes]
  *            [-s msg_size] [-w window] [-t] [-p provider] [-T timeout_s]
+ *            [-S stall_ms]
  *
  * The server and client exchange their endpoint names over a TCP socket on
  * 127.0.0.1:oob_port, then the client streams total_bytes on each of n
@@ -17,6 +18,13 @@
  * the client endpoint paired with the receiving one.
  * -p selects the provider name exactly (default "dpdk": the native RDM
  * endpoint, never "dpdk;ofi_rxd").
+ * -S checks progress without the application (fabric_rdm_stall.sh): once a
+ * quarter of the messages went through (endpoint 0), the server tops up
+ * its receives and then makes no libfabric call for 1.5 x stall_ms; the
+ * client fills its window of sends, makes no call for stall_ms, and then
+ * requires ONE fi_cq_read per endpoint to return every send of its window. Sends complete only when acknowledged, and with loss some
+ * frames need a retransmission: without a provider progress thread running
+ * both ends' timers while the applications are away this cannot happen.
  */
 #include "config.h"
 
@@ -65,6 +73,7 @@ static struct {
 	size_t total, msg;
 	unsigned port;
 	const char *prov;
+	int stall_ms;
 } opt = { .neps = 1, .win = 8, .timeout_s = 60, .total = 16u << 20, .msg = 1u << 20,
 	  .prov = "dpdk" };
 
@@ -345,9 +354,19 @@ static void run_server(int fd)
 	uint64_t deadline = now_s() + (uint64_t)opt.timeout_s, bad = 0;
 	int left = opt.neps;
 
+	bool stalled = !opt.stall_ms;
+
 	for (int e = 0; e < opt.neps; e++)
 		post_recvs(e);
 	while (left > 0) {
+		if (!stalled && eps[0].done >= eps[0].nmsgs / 4) {
+			struct timespec ts = { .tv_sec = opt.stall_ms * 3 / 2 / 1000,
+					       .tv_nsec = (long)(opt.stall_ms * 3 / 2 % 1000) *
+							  1000000L };
+			stalled = true;
+			/* no libfabric call: only the provider's thread acks */
+			nanosleep(&ts, NULL);
+		}
 		left = 0;
 		for (int e = 0; e < opt.neps; e++) {
 			if (eps[e].done == eps[e].nmsgs)
@@ -375,12 +394,73 @@ static void run_server(int fd)
 		die("data mismatch", (long)bad);
 }
 
+static void client_post(int e)
+{
+	struct xep *x = &eps[e];
+
+	while (x->posted < x->nmsgs && x->inflight < opt.win) {
+		uint64_t i = x->posted;
+		int slot = (int)(i % (uint64_t)opt.win);
+		size_t len = msg_len(i);
+		ssize_t ret;
+
+		gen(e, i * opt.msg, x->buf[slot], len);
+		ret = opt.tagged ?
+			fi_tsend(x->ep, x->buf[slot], len, NULL, x->peer, i,
+				 (void *)(uintptr_t)(slot + 1)) :
+			fi_send(x->ep, x->buf[slot], len, NULL, x->peer,
+				(void *)(uintptr_t)(slot + 1));
+		if (ret == -FI_EAGAIN)
+			break;
+		if (ret)
+			die("fi_send", ret);
+		x->hash = hash_update(x->hash, x->buf[slot], len);
+		x->posted++;
+		x->inflight++;
+	}
+}
+
+/* -S: see the top comment */
+static void client_stall(void)
+{
+	struct fi_cq_tagged_entry c[MAX_WIN];
+	struct timespec ts = { .tv_sec = opt.stall_ms / 1000,
+			       .tv_nsec = (long)(opt.stall_ms % 1000) * 1000000L };
+
+	for (int e = 0; e < opt.neps; e++)
+		client_post(e);
+	nanosleep(&ts, NULL);
+	for (int e = 0; e < opt.neps; e++) {
+		struct xep *x = &eps[e];
+		ssize_t n = fi_cq_read(x->cq, c, (size_t)x->inflight);
+
+		if (n == -FI_EAGAIN)
+			n = 0;
+		if (n < 0) {
+			struct fi_cq_err_entry err = { 0 };
+			fi_cq_readerr(x->cq, &err, 0);
+			die("client cq error after the stall", -err.err);
+		}
+		printf("client ep %d: %zd of %d sends complete after a %d ms stall\n", e, n,
+		       x->inflight, opt.stall_ms);
+		if (n != x->inflight)
+			die("sends did not progress while the application stalled", (long)n);
+		x->inflight = 0;
+		x->done += (uint64_t)n;
+	}
+}
+
 static void run_client(int fd)
 {
 	uint64_t deadline = now_s() + (uint64_t)opt.timeout_s, bad = 0;
 	int left = opt.neps;
+	bool stalled = !opt.stall_ms;
 
 	while (left > 0) {
+		if (!stalled && eps[0].done >= eps[0].nmsgs / 4) {
+			stalled = true;
+			client_stall();
+		}
 		left = 0;
 		for (int e = 0; e < opt.neps; e++) {
 			struct xep *x = &eps[e];
@@ -390,26 +470,7 @@ static void run_client(int fd)
 			if (x->done == x->nmsgs)
 				continue;
 			left++;
-			while (x->posted < x->nmsgs && x->inflight < opt.win) {
-				uint64_t i = x->posted;
-				int slot = (int)(i % (uint64_t)opt.win);
-				size_t len = msg_len(i);
-				ssize_t ret;
-
-				gen(e, i * opt.msg, x->buf[slot], len);
-				ret = opt.tagged ?
-					fi_tsend(x->ep, x->buf[slot], len, NULL, x->peer, i,
-						 (void *)(uintptr_t)(slot + 1)) :
-					fi_send(x->ep, x->buf[slot], len, NULL, x->peer,
-						(void *)(uintptr_t)(slot + 1));
-				if (ret == -FI_EAGAIN)
-					break;
-				if (ret)
-					die("fi_send", ret);
-				x->hash = hash_update(x->hash, x->buf[slot], len);
-				x->posted++;
-				x->inflight++;
-			}
+			client_post(e);
 			while ((n = fi_cq_read(x->cq, &c, 1)) == 1) {
 				x->inflight--;
 				x->done++;
@@ -439,12 +500,12 @@ int main(int argc, char **argv)
 
 	if (argc < 2 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
 		fprintf(stderr, "usage: rdm_xfer server|client -P port [-n eps] [-b bytes] "
-				"[-s msg] [-w win] [-t] [-p prov] [-T s]\n");
+				"[-s msg] [-w win] [-t] [-p prov] [-T s] [-S stall_ms]\n");
 		return 2;
 	}
 	opt.server = !strcmp(argv[1], "server");
 	optind = 2;
-	while ((c = getopt(argc, argv, "P:n:b:s:w:tp:T:")) != -1) {
+	while ((c = getopt(argc, argv, "P:n:b:s:w:tp:T:S:")) != -1) {
 		switch (c) {
 		case 'P': opt.port = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'n': opt.neps = atoi(optarg); break;
@@ -454,11 +515,12 @@ int main(int argc, char **argv)
 		case 't': opt.tagged = true; break;
 		case 'p': opt.prov = optarg; break;
 		case 'T': opt.timeout_s = atoi(optarg); break;
+		case 'S': opt.stall_ms = atoi(optarg); break;
 		default: return 2;
 		}
 	}
 	if (!opt.port || opt.neps < 1 || opt.neps > MAX_EPS || opt.win < 1 || opt.win > MAX_WIN ||
-	    !opt.msg || !opt.total) {
+	    !opt.msg || !opt.total || opt.stall_ms < 0 || opt.stall_ms > 10000) {
 		fprintf(stderr, "rdm_xfer: bad arguments\n");
 		return 2;
 	}

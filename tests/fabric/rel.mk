@@ -46,3 +46,8 @@ tests/fabric/fuzz_rel: $(top_srcdir)/tests/fabric/fuzz_rel.c $(top_srcdir)/tests
 CLEANFILES += tests/fabric/fuzz_rel
 TESTS += tests/fabric/fabric_fuzz_rel.sh
 EXTRA_DIST += tests/fabric/fuzz_rel.c tests/fabric/fabric_fuzz_rel.sh
+
+# Behaviour test: timers run from the progress thread while the application
+# makes no libfabric call (rdm_xfer -S, 10 % loss).
+TESTS += tests/fabric/fabric_rdm_stall.sh
+EXTRA_DIST += tests/fabric/fabric_rdm_stall.sh
