@@ -426,7 +426,7 @@ int fdp_domain_progress(struct fdp_domain *domain) FDP_HIDDEN;
  * progress thread then sleeps until the earliest due deadline of the
  * attached endpoints (polls for recently active ones back off from 50 µs to
  * 1 ms), and runs fdp_domain_progress only when no application thread
- * progressed the endpoint within the last ms; with every endpoint idle
+ * progressed the endpoint within the last 10 ms; with every endpoint idle
  * (UINT64_MAX) it blocks as before. fdp_progress_timers_kick tells a
  * blocked thread that ep now has timers pending: call it with ep->lock held
  * (no lost wake-up: the thread raises its flag before it trylocks the
