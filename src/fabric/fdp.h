@@ -424,8 +424,9 @@ int fdp_domain_progress(struct fdp_domain *domain) FDP_HIDDEN;
  * whose class has a next_deadline hook attaches itself (hook enable, with
  * ep->lock held) and detaches in hook close. While no wait fd is armed, the
  * progress thread then sleeps until the earliest due deadline of the
- * attached endpoints (polls for recently active ones back off from 50 µs to
- * 1 ms), and runs fdp_domain_progress only when no application thread
+ * attached endpoints (passes that find no frame back off from 50 µs to
+ * 20 ms; the RDM endpoint asks for polls for 30 s after its last traffic),
+ * and runs fdp_domain_progress only when no application thread
  * progressed the endpoint within the last 10 ms; with every endpoint idle
  * (UINT64_MAX) it blocks as before. fdp_progress_timers_kick tells a
  * blocked thread that ep now has timers pending: call it with ep->lock held

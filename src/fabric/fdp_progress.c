@@ -37,7 +37,7 @@
 #define MAX_SLEEP_NS (1000ull * 1000)
 #define APP_GRACE_NS (10ull * 1000 * 1000) /* the app progressed recently: leave it */
 #define TIMER_GAP_NS (50ull * 1000)     /* min gap between thread timer passes */
-#define MAX_TIMER_GAP_NS MAX_SLEEP_NS
+#define MAX_TIMER_GAP_NS (20ull * 1000 * 1000) /* idle polls back off to 50/s */
 
 struct fdp_progress {
 	struct fdp_port *port;

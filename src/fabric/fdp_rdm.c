@@ -28,7 +28,7 @@
 #define RDM_INJECT 4096             /* inject_size */
 #define RDM_HASH_SIZE 1024          /* address hash buckets (power of two) */
 #define RDM_MAX_PEERS 65536
-#define RDM_LINGER_NS (3000ull * 1000 * 1000) /* polled that long after traffic */
+#define RDM_LINGER_NS (30ull * 1000 * 1000 * 1000) /* polled that long after traffic */
 
 struct rdm_peer {
 	struct fdp_msg_peer mp;     /* engine state; mp.addr is the fi_addr or NOTAVAIL */
