@@ -40,29 +40,22 @@ static int fab_wait_fd(struct stk_fab *fab)
 	return stk_fab_wait_fd(fab);
 }
 
-const struct stk_ready_ops stk_ready_ops_default = {
-	.events = stk_poll_events,
-	.liveness_fd = conn_liveness_fd,
-	.liveness = stk_conn_check_liveness,
-	.generation = stk_conn_generation,
-	.fab = conn_fab,
-	.progress = stk_fab_progress,
-	.wait_fd = fab_wait_fd,
-	.trywait = stk_fab_trywait,
-	.quiesce = stk_fab_quiesce,
-};
+/* The real connection; tests swap stk_ready_ops for a double and restore it
+ * from stk_ready_ops_default. */
+#define READY_OPS_REAL { \
+	.events = stk_poll_events, \
+	.liveness_fd = conn_liveness_fd, \
+	.liveness = stk_conn_check_liveness, \
+	.generation = stk_conn_generation, \
+	.fab = conn_fab, \
+	.progress = stk_fab_progress, \
+	.wait_fd = fab_wait_fd, \
+	.trywait = stk_fab_trywait, \
+	.quiesce = stk_fab_quiesce, \
+}
 
-struct stk_ready_ops stk_ready_ops = {
-	.events = stk_poll_events,
-	.liveness_fd = conn_liveness_fd,
-	.liveness = stk_conn_check_liveness,
-	.generation = stk_conn_generation,
-	.fab = conn_fab,
-	.progress = stk_fab_progress,
-	.wait_fd = fab_wait_fd,
-	.trywait = stk_fab_trywait,
-	.quiesce = stk_fab_quiesce,
-};
+const struct stk_ready_ops stk_ready_ops_default = READY_OPS_REAL;
+struct stk_ready_ops stk_ready_ops = READY_OPS_REAL;
 
 /* ---- time ---- */
 
