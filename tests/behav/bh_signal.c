@@ -51,6 +51,27 @@ static void arm(int ms)
 	timer_settime(timer, 0, &its, NULL);
 }
 
+/* poll, epoll_wait and select with no timeout on a socket that stays idle:
+ * the signal armed before each ends it with EINTR (never restarted, whatever
+ * SA_RESTART says: signal(7)). */
+static void multiplexers_interrupted(int sfd)
+{
+	struct pollfd p = { .fd = sfd, .events = POLLIN };
+	arm(30);
+	bh_err("poll (infinite)", poll(&p, 1, -1), EINTR);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN };
+	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+	arm(30);
+	bh_err("epoll_wait (infinite)", epoll_wait(ep, &ev, 1, -1), EINTR);
+	close(ep);
+	fd_set rd;
+	FD_ZERO(&rd);
+	FD_SET(sfd, &rd);
+	arm(30);
+	bh_err("select (infinite)", select(sfd + 1, &rd, NULL, NULL, NULL), EINTR);
+}
+
 /* A child that writes `msg` on fd after `ms` milliseconds, then exits. */
 static pid_t write_later(int fd, const char *msg, int ms)
 {
@@ -66,7 +87,7 @@ static pid_t write_later(int fd, const char *msg, int ms)
 
 static void test_without_restart(void)
 {
-	int cfd, sfd, lfd, ep;
+	int cfd, sfd, lfd;
 	char buf[64];
 
 	bh_say("-- handler without SA_RESTART: EINTR");
@@ -87,20 +108,7 @@ static void test_without_restart(void)
 	arm(30);
 	bh_err("accept (blocking)", accept(lfd, NULL, NULL), EINTR);
 
-	struct pollfd p = { .fd = sfd, .events = POLLIN };
-	arm(30);
-	bh_err("poll (infinite)", poll(&p, 1, -1), EINTR);
-	ep = epoll_create1(0);
-	struct epoll_event ev = { .events = EPOLLIN };
-	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
-	arm(30);
-	bh_err("epoll_wait (infinite)", epoll_wait(ep, &ev, 1, -1), EINTR);
-	fd_set rd;
-	FD_ZERO(&rd);
-	FD_SET(sfd, &rd);
-	arm(30);
-	bh_err("select (infinite)", select(sfd + 1, &rd, NULL, NULL, NULL),
-	       EINTR);
+	multiplexers_interrupted(sfd);
 
 	/* A full send buffer: a blocking send waits, the signal ends it. */
 	int fl = fcntl(cfd, F_GETFL);
@@ -114,7 +122,6 @@ static void test_without_restart(void)
 	close(cfd);
 	close(sfd);
 	close(lfd);
-	close(ep);
 }
 
 static void test_with_restart(void)
@@ -158,25 +165,11 @@ static void test_with_restart(void)
 	close(a);
 
 	/* Never restarted, whatever SA_RESTART says. */
-	struct pollfd p = { .fd = sfd, .events = POLLIN };
-	arm(30);
-	bh_err("poll (infinite)", poll(&p, 1, -1), EINTR);
-	int ep = epoll_create1(0);
-	struct epoll_event ev = { .events = EPOLLIN };
-	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
-	arm(30);
-	bh_err("epoll_wait (infinite)", epoll_wait(ep, &ev, 1, -1), EINTR);
-	fd_set rd;
-	FD_ZERO(&rd);
-	FD_SET(sfd, &rd);
-	arm(30);
-	bh_err("select (infinite)", select(sfd + 1, &rd, NULL, NULL, NULL),
-	       EINTR);
+	multiplexers_interrupted(sfd);
 	struct timeval tv = { 5, 0 };
 	setsockopt(sfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	arm(30);
 	bh_err("recv with SO_RCVTIMEO", recv(sfd, buf, sizeof(buf), 0), EINTR);
-	close(ep);
 	close(lfd);
 	close(cfd);
 	close(sfd);

@@ -738,16 +738,37 @@ START_TEST(test_fallback_banner_server)
 END_TEST
 
 /* Server offers tcp only, client wants shm only → both on the kernel. */
-static int nocommon_client(struct pair *p, const char *prov)
+/* Client side of a fallback case: connect, attach, and require the kernel with a
+ * reason containing `why`. Returns the fd, or -1 / -2 for the failed step. */
+static int client_falls_back(struct pair *p, const char *why)
 {
-	(void)prov;
 	int fd = client_connect(p, true);
 	struct stk_conn *conn = NULL;
 	struct stk_attach_info info;
 	if (stk_accel_attach(fd, true, &conn, &info) != STK_ATTACH_KERNEL)
-		return 1;
-	if (!strstr(info.reason, "no common provider"))
-		return 2;
+		return -1;
+	if (!strstr(info.reason, why))
+		return -2;
+	return fd;
+}
+
+/* Server side of a fallback case: the client app's "ping" arrives intact on the
+ * kernel connection (nothing of the negotiation before it), then the child ends. */
+static void server_gets_ping(struct pair *p, int fd)
+{
+	char buf[8];
+	ck_assert_int_eq(recv(fd, buf, 4, MSG_WAITALL), 4);
+	ck_assert_int_eq(memcmp(buf, "ping", 4), 0);
+	close(fd);
+	ck_assert_int_eq(pair_wait(p), 0);
+}
+
+static int nocommon_client(struct pair *p, const char *prov)
+{
+	(void)prov;
+	int fd = client_falls_back(p, "no common provider");
+	if (fd < 0)
+		return -fd;
 	uint64_t v = 0;
 	if (stk_counter_get("fallback_no_common", &v) != 0 || v != 1)
 		return 3;
@@ -768,11 +789,7 @@ START_TEST(test_fallback_no_common)
 	struct stk_attach_info info;
 	ck_assert_int_eq(stk_accel_attach(fd, false, &conn, &info), STK_ATTACH_KERNEL);
 	ck_assert_ptr_nonnull(strstr(info.reason, "no common provider"));
-	char buf[8];
-	ck_assert_int_eq(recv(fd, buf, 4, MSG_WAITALL), 4);
-	ck_assert_int_eq(memcmp(buf, "ping", 4), 0);
-	close(fd);
-	ck_assert_int_eq(pair_wait(&p), 0);
+	server_gets_ping(&p, fd);
 }
 END_TEST
 
@@ -780,13 +797,9 @@ END_TEST
 static int version_client(struct pair *p, const char *prov)
 {
 	(void)prov;
-	int fd = client_connect(p, true);
-	struct stk_conn *conn = NULL;
-	struct stk_attach_info info;
-	if (stk_accel_attach(fd, true, &conn, &info) != STK_ATTACH_KERNEL)
-		return 1;
-	if (!strstr(info.reason, "version"))
-		return 2;
+	int fd = client_falls_back(p, "version");
+	if (fd < 0)
+		return -fd;
 	if (send(fd, "ping", 4, 0) != 4)
 		return 3;
 	close(fd);
@@ -812,11 +825,7 @@ START_TEST(test_fallback_version)
 	ck_assert_int_eq(stk_nego_recv_msg(fd, &reply, 5000), 0);
 	ck_assert_uint_eq(reply.type, STK_NEGO_REPLY);
 	ck_assert_uint_eq(reply.status, STK_NEGO_REJECT_VERSION);
-	char buf[8];
-	ck_assert_int_eq(recv(fd, buf, 4, MSG_WAITALL), 4);
-	ck_assert_int_eq(memcmp(buf, "ping", 4), 0);
-	close(fd);
-	ck_assert_int_eq(pair_wait(&p), 0);
+	server_gets_ping(&p, fd);
 }
 END_TEST
 
@@ -824,13 +833,9 @@ END_TEST
 static int garbage_client(struct pair *p, const char *prov)
 {
 	(void)prov;
-	int fd = client_connect(p, true);
-	struct stk_conn *conn = NULL;
-	struct stk_attach_info info;
-	if (stk_accel_attach(fd, true, &conn, &info) != STK_ATTACH_KERNEL)
-		return 1;
-	if (!strstr(info.reason, "malformed"))
-		return 2;
+	int fd = client_falls_back(p, "malformed");
+	if (fd < 0)
+		return -fd;
 	close(fd);
 	return 0;
 }
