@@ -147,7 +147,7 @@ PL_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 		      NULL, remote)) {
 		int saved_errno = errno;
 		pl_enter();
-		negotiate = stk_accel_connect_begin(sock, fd, remote);
+		negotiate = stk_accel_connect_begin(sock, fd);
 		pl_leave();
 		errno = saved_errno;
 		if (!negotiate)

@@ -62,9 +62,8 @@ static void attach(struct stk_sock *sock, int fd, bool is_client)
 		sock->strip_pending = true;
 }
 
-bool stk_accel_connect_begin(struct stk_sock *sock, int fd, const struct sockaddr *remote)
+bool stk_accel_connect_begin(struct stk_sock *sock, int fd)
 {
-	(void)remote;
 	/* The negotiation runs when the kernel connection is up; a non-blocking
 	 * connect returns before that, so it is not marked (a plain connection). */
 	if (fd_nonblocking(fd)) {
@@ -156,7 +155,8 @@ static ssize_t peekv(struct stk_sock *sock, const struct iovec *iov, int iovcnt,
 	size_t want = 0;
 	for (int i = 0; i < iovcnt; i++)
 		want += iov[i].iov_len;
-	char *tmp = malloc(want ? want : 1);
+	char small[4096];
+	char *tmp = want <= sizeof(small) ? small : malloc(want); /* no allocation when small */
 	if (!tmp)
 		return -ENOMEM;
 	ssize_t n = stk_recv(sock->conn, tmp, want, flags);
@@ -166,7 +166,8 @@ static ssize_t peekv(struct stk_sock *sock, const struct iovec *iov, int iovcnt,
 		memcpy(iov[i].iov_base, tmp + off, part);
 		off += part;
 	}
-	free(tmp);
+	if (tmp != small)
+		free(tmp);
 	return n;
 }
 

@@ -27,10 +27,11 @@
 extern int stk_accel_live;
 extern int stk_epoll_live;
 
-/* connect(): call before the kernel connect with the destination. Returns true
- * when the socket stays a candidate (its SYN is marked: call
- * stk_accel_connect_end after the kernel connect whatever it returned). */
-bool stk_accel_connect_begin(struct stk_sock *sock, int fd, const struct sockaddr *remote);
+/* connect(): call before the kernel connect (the rules already chose to
+ * accelerate this destination). Returns true when the socket stays a candidate
+ * (its SYN is marked: call stk_accel_connect_end after the kernel connect
+ * whatever it returned). */
+bool stk_accel_connect_begin(struct stk_sock *sock, int fd);
 /* kernel_ret: 0, or -errno of the kernel connect. Negotiates when it succeeded. */
 void stk_accel_connect_end(struct stk_sock *sock, int fd, int kernel_ret);
 
