@@ -11,9 +11,7 @@
 #include "fabric/fdp.h"
 #include "fabric/fdp_eal.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -28,6 +26,7 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_log.h>
+#include <rte_mempool.h>
 
 #define FDP_EAL_MAX_ARGS 64
 
@@ -36,6 +35,7 @@ static int eal_state;          /* 0 not tried, 1 running, <0 -FI_E* of the failu
 static bool eal_ours;          /* we called rte_eal_init (so we clean it up) */
 static uint16_t eal_port_id;
 static FILE *eal_log_stream;
+static atomic_bool eal_log_off;  /* set at cleanup: DPDK lines are dropped */
 
 /* DPDK log lines -> fi_log, at a level matching the message's. */
 static ssize_t log_write(void *cookie, const char *buf, size_t size)
@@ -45,6 +45,8 @@ static ssize_t log_write(void *cookie, const char *buf, size_t size)
 	size_t n = size;
 
 	(void)cookie;
+	if (atomic_load_explicit(&eal_log_off, memory_order_relaxed))
+		return (ssize_t)size;
 	if (lvl <= (int)RTE_LOG_ERR)
 		fl = FI_LOG_WARN;
 	else if (lvl <= (int)RTE_LOG_INFO)
@@ -237,6 +239,7 @@ static int eal_start_locked(void)
 		FDP_WARN(FI_LOG_CORE, "FI_DPDK_IP is not set or invalid\n");
 		return -FI_EINVAL;
 	}
+	fdp_files_reclaim(fdp_params.device);
 	ret = build_argv(&a);
 	if (ret) {
 		argv_free(&a);
@@ -321,6 +324,7 @@ static int eal_start_locked(void)
 	}
 	argv_free(&a);
 	eal_ours = true;
+	fdp_files_runtime_dir_remove();
 	return find_port();
 }
 
@@ -343,66 +347,76 @@ uint16_t fdp_eal_port_id(void)
 	return eal_port_id;
 }
 
-/* Remove our (empty) runtime directory: --no-huge cannot be combined with
- * --in-memory, so DPDK creates /var/run/dpdk/<prefix> and leaves it. */
-static void remove_runtime_dir(void)
-{
-	const char *dir = rte_eal_get_runtime_dir();
-	char path[PATH_MAX];
-	struct dirent *de;
-	DIR *d;
-
-	if (!dir || !*dir || !strstr(dir, "/fdp"))
-		return;
-	d = opendir(dir);
-	if (d) {
-		while ((de = readdir(d))) {
-			if (de->d_name[0] == '.')
-				continue;
-			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-			unlink(path);
-		}
-		closedir(d);
-	}
-	rmdir(dir);
-}
-
-/* Which devices to stop and close at exit: the ones that leave state
- * behind a process (a PCI NIC's DMA, an XDP program attached to an
- * interface). Virtual devices whose state dies with the process are left
- * alone: closing memif frees its control-channel interrupt handle while the
- * EAL interrupt thread may be using it for the peer's disconnect (a
- * SIGSEGV under load at exit). */
-static bool needs_close(void)
+/* Whether rte_eal_cleanup is safe with this port. Not with net_memif in
+ * DPDK 22.11: memif_socket_remove_device (called by close) frees a server's
+ * listener socket and its interrupt handle but never unregisters the
+ * listener's interrupt callback, and rte_eal_cleanup does not stop the EAL
+ * interrupt thread. The thread's next rebuild of its epoll set then reads
+ * the source's handle (rte_malloc'ed, unmapped by rte_eal_cleanup): SIGSEGV
+ * in rte_intr_fd_get on eal-intr-thread, 7 of 10 server exits in
+ * rdm_xfer runs over memif. A memif client's control channel goes through
+ * the same interrupt thread, so neither role risks it. */
+static bool eal_cleanup_safe(uint16_t port)
 {
 	struct rte_eth_dev_info info;
 
-	if (!device_is_vdev(fdp_params.device))
-		return true;
-	if (rte_eth_dev_info_get(eal_port_id, &info) != 0 || !info.driver_name)
+	if (rte_eth_dev_info_get(port, &info) != 0 || !info.driver_name)
 		return false;
-	return strstr(info.driver_name, "af_xdp") != NULL;
+	return strstr(info.driver_name, "memif") == NULL;
 }
 
-static void close_port(void)
+/* Stop before close: rte_eth_dev_stop disconnects a memif under its
+ * control-channel lock (the interrupt thread handling a peer's disconnect
+ * at the same moment defers the free to itself), after which close finds
+ * no channel; close alone reads the channel unlocked (a use-after-free
+ * when the peer disconnects at that instant). Close releases the queues'
+ * mbufs back to the pool, which can then be freed. */
+static void close_port(uint16_t port)
 {
-	rte_eth_dev_stop(eal_port_id);
-	rte_eth_dev_close(eal_port_id);
+	char name[RTE_MEMPOOL_NAMESIZE];
+	struct rte_mempool *pool;
+	int ret;
+
+	ret = rte_eth_dev_stop(port);
+	if (ret && ret != -ENODEV)
+		FDP_INFO(FI_LOG_CORE, "rte_eth_dev_stop(%u): %s\n", port, rte_strerror(-ret));
+	ret = rte_eth_dev_close(port);
+	if (ret)
+		FDP_INFO(FI_LOG_CORE, "rte_eth_dev_close(%u): %s\n", port, rte_strerror(-ret));
+	fdp_eal_pool_name(port, name, sizeof(name));
+	pool = rte_mempool_lookup(name);
+	if (pool)
+		rte_mempool_free(pool);
+	FDP_INFO(FI_LOG_CORE, "port %u stopped and closed, mbuf pool %s\n", port,
+		 pool ? "freed" : "absent");
+}
+
+void fdp_eal_pool_name(uint16_t port, char *out, size_t cap)
+{
+	snprintf(out, cap, "fdp_pool_%u", port);
 }
 
 void fdp_eal_cleanup(void)
 {
+	bool safe;
+	int ret;
+
 	pthread_mutex_lock(&eal_mutex);
-	if (eal_state > 0 && eal_ours) {
-		if (needs_close())
-			close_port();
-		remove_runtime_dir();
-		/* Not rte_eal_cleanup(): in DPDK 22.11 it unmaps memory while
-		 * the EAL interrupt thread still runs, and a memif peer's
-		 * disconnect then crashes it (SIGSEGV in rte_intr_fd_get,
-		 * seen at process exit). The provider is only cleaned up at
-		 * exit, where the kernel reclaims the rest. */
+	if (eal_state > 0) {
+		safe = eal_cleanup_safe(eal_port_id);
+		close_port(eal_port_id);
+		if (eal_ours) {
+			fdp_files_runtime_dir_remove();
+			if (safe) {
+				ret = rte_eal_cleanup();
+				FDP_INFO(FI_LOG_CORE, "rte_eal_cleanup done: %d\n", ret);
+			} else
+				FDP_INFO(FI_LOG_CORE, "rte_eal_cleanup skipped: net_memif leaks an interrupt source in DPDK 22.11 (see fi_dpdk(7))\n");
+		}
 		eal_state = -FI_ENODEV; /* DPDK cannot be started twice */
 	}
+	/* DPDK threads may still log (interrupt thread): not through fi_log,
+	 * whose provider is being torn down */
+	atomic_store(&eal_log_off, true);
 	pthread_mutex_unlock(&eal_mutex);
 }

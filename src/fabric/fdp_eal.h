@@ -10,9 +10,20 @@
  * -FI_ENODEV (device not found/not startable) / -FI_EINVAL (bad
  * FI_DPDK_EAL_ARGS or parameters) after one FDP_WARN line. Thread-safe. */
 int fdp_eal_start(void) FDP_HIDDEN;
-/* Provider cleanup (process exit): stop and close a PCI or af_xdp device,
- * remove the runtime dir; the EAL itself is left to the exit. */
+/* Provider cleanup (process exit), after fdp_port_shutdown: stop and close
+ * the port, free its mbuf pool, then rte_eal_cleanup when we started the
+ * EAL (not with net_memif: a DPDK 22.11 bug, see fdp_eal.c). DPDK log
+ * lines are dropped from then on. */
 void fdp_eal_cleanup(void) FDP_HIDDEN;
+/* Name of the port's mbuf pool (created by fdp_port.c, freed at cleanup). */
+void fdp_eal_pool_name(uint16_t port, char *out, size_t cap) FDP_HIDDEN;
+
+/* fdp_eal_files.c: files outside the process (see there). Before
+ * rte_eal_init: remove empty runtime directories of dead provider
+ * processes and a stale memif server socket file of device. */
+void fdp_files_reclaim(const char *device) FDP_HIDDEN;
+/* Remove this process's EAL runtime directory (after rte_eal_init). */
+void fdp_files_runtime_dir_remove(void) FDP_HIDDEN;
 /* DPDK port id of FI_DPDK_DEVICE after fdp_eal_start succeeded. */
 uint16_t fdp_eal_port_id(void) FDP_HIDDEN;
 

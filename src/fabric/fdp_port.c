@@ -149,7 +149,7 @@ static int port_configure(struct fdp_port *p)
 	/* af_packet refuses mbufs smaller than its 2 KiB ring frames */
 	if (frame_max < RTE_MBUF_DEFAULT_DATAROOM)
 		frame_max = RTE_MBUF_DEFAULT_DATAROOM;
-	snprintf(pool_name, sizeof(pool_name), "fdp_pool_%u", p->port_id);
+	fdp_eal_pool_name(p->port_id, pool_name, sizeof(pool_name));
 	/* a previous fi_domain that failed after this point left it behind */
 	p->pool = rte_mempool_lookup(pool_name);
 	if (!p->pool)
@@ -297,7 +297,7 @@ void fdp_port_shutdown(void)
 		if (p->stats.rx_drop[i])
 			FDP_INFO(FI_LOG_DOMAIN, "rx dropped (%s): %" PRIu64 "\n",
 				 fdp_drop_name(i), p->stats.rx_drop[i]);
-	/* mbufs, the pool and the device go with rte_eal_cleanup */
+	/* the device and its pool are closed by fdp_eal_cleanup, next */
 	free(p->ep_by_port);
 	free(p->scratch);
 	free(p->hook_eps);

@@ -4,6 +4,9 @@
 # linked into the provider and into unit tests and the fuzzer.
 # libdpdk-fi.la: the provider, a libtool module installed where libfabric
 # looks for external providers; it exports fi_prov_ini only (fdp.map).
+# -z nodelete: libfabric dlcloses providers at exit while DPDK's interrupt
+# thread (code in librte_*, log lines through our log hook) still runs; the
+# provider and its DPDK libraries must stay mapped until the process ends.
 noinst_LTLIBRARIES += src/fabric/libfdpcore.la
 src_fabric_libfdpcore_la_SOURCES = \
 	src/fabric/fdp_proto.h \
@@ -21,6 +24,7 @@ src_fabric_libdpdk_fi_la_SOURCES = \
 	src/fabric/fdp_dgram.c \
 	src/fabric/fdp_domain.c \
 	src/fabric/fdp_eal.c \
+	src/fabric/fdp_eal_files.c \
 	src/fabric/fdp_eal.h \
 	src/fabric/fdp_enosys.c \
 	src/fabric/fdp_enosys.h \
@@ -34,7 +38,7 @@ src_fabric_libdpdk_fi_la_SOURCES = \
 	src/fabric/fdp_util.c
 src_fabric_libdpdk_fi_la_CFLAGS = $(AM_CFLAGS) $(FABRIC_CFLAGS) $(DPDK_CFLAGS)
 src_fabric_libdpdk_fi_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
-	-Wl,--version-script=$(top_srcdir)/src/fabric/fdp.map
+	-Wl,--version-script=$(top_srcdir)/src/fabric/fdp.map -Wl,-z,nodelete
 src_fabric_libdpdk_fi_la_LIBADD = src/fabric/libfdpcore.la $(FABRIC_LIBS) $(DPDK_LIBS)
 EXTRA_src_fabric_libdpdk_fi_la_DEPENDENCIES = src/fabric/fdp.map
 EXTRA_DIST += src/fabric/fdp.map

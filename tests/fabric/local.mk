@@ -49,3 +49,8 @@ EXTRA_DIST += tests/fabric/fuzz_frame.c tests/fabric/fabric_fuzz_frame.sh
 
 # tests of the reliability/RDM engine
 include tests/fabric/rel.mk
+
+# Nothing left behind: clean exits (memif with a socket file, net_ring with
+# rte_eal_cleanup) and a SIGKILLed server reclaimed at the next start.
+TESTS += tests/fabric/fabric_cleanup.sh
+EXTRA_DIST += tests/fabric/fabric_cleanup.sh
