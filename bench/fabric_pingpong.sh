@@ -24,8 +24,8 @@ one_run() {
 	senv="" cenv=""
 	if [ "$dpdk" = 1 ]; then
 		sock="$tmp/m$port.sock"
-		# the native RDM row: keep ofi_rxd from claiming "dpdk" rdm
-		[ "$prov" = dpdk ] && [ "$ep" = rdm ] && senv="FI_PROVIDER=^ofi_rxd"
+		# the dpdk;ofi_rxd row: the provider offers DGRAM to ofi_rxd
+		[ "$prov" = "dpdk;ofi_rxd" ] && senv="FI_DPDK_RXD=1"
 		cenv="$senv FI_DPDK_DEVICE=net_memif0,role=client,socket=$sock FI_DPDK_IP=198.18.0.2/15"
 		senv="$senv FI_DPDK_DEVICE=net_memif0,role=server,socket=$sock FI_DPDK_IP=198.18.0.1/15"
 	fi

@@ -11,8 +11,8 @@
 # usage: bench/fabric_rdm.sh [BUILDDIR]     (default: $top_builddir, else .)
 # environment: ROUNDS (default 5), LAT_ITERS (20000), BW_ITERS (2000)
 #
-# libfabric 1.17 lists "dpdk;ofi_rxd" before the native "dpdk" info, so the
-# native runs set FI_PROVIDER=^ofi_rxd (see tests/fabric/fabric_rdm_memif.sh).
+# `-p dpdk -e rdm` is the native endpoint; "dpdk;ofi_rxd" exists only with
+# FI_DPDK_RXD=1 (the provider offers its DGRAM endpoint to ofi_rxd then).
 set -u
 b=${1:-${top_builddir:-.}}
 b=$(cd "$b" && pwd) || exit 2
@@ -24,7 +24,7 @@ bw_iters=${BW_ITERS:-2000}
 command -v fi_pingpong >/dev/null 2>&1 ||
 	{ echo "fabric_rdm.sh: fi_pingpong not installed (apt-get install libfabric-bin)" >&2; exit 2; }
 export FI_PROVIDER_PATH="$b/src/fabric/.libs"
-unset FI_DPDK_DROP FI_DPDK_DUP FI_DPDK_REORDER FI_PROVIDER
+unset FI_DPDK_DROP FI_DPDK_DUP FI_DPDK_REORDER FI_DPDK_RXD FI_PROVIDER
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fdp-bench.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM HUP
@@ -38,20 +38,20 @@ s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
 }
 
-# pp PROVNAME EXCLUDE SIZE ITERS: prints "usec_per_xfer" of one run, or "fail"
+# pp PROVNAME EXTRA_ENV SIZE ITERS: prints "usec_per_xfer" of one run, or "fail"
 pp() {
-	prov=$1 excl=$2 size=$3 iters=$4
+	prov=$1 xenv=$2 size=$3 iters=$4
 	port=$(free_port)
 	sock="$tmp/memif.sock"
 	rm -f "$sock"
-	env ${excl:+FI_PROVIDER=$excl} FI_DPDK_DEVICE="net_memif0,role=server,socket=$sock" \
+	env $xenv FI_DPDK_DEVICE="net_memif0,role=server,socket=$sock" \
 		FI_DPDK_IP=198.18.0.1/15 timeout 120 \
 		fi_pingpong -p "$prov" -e rdm -B "$port" -S "$size" -I "$iters" \
 		>"$tmp/srv" 2>&1 &
 	spid=$!
 	# memif sockets are abstract (DPDK 22.11): wait until the server listens
 	for _ in $(seq 100); do grep -q "@$sock\$" /proc/net/unix && break; sleep 0.1; done
-	env ${excl:+FI_PROVIDER=$excl} FI_DPDK_DEVICE="net_memif0,role=client,socket=$sock" \
+	env $xenv FI_DPDK_DEVICE="net_memif0,role=client,socket=$sock" \
 		FI_DPDK_IP=198.18.0.2/15 timeout 120 \
 		fi_pingpong -p "$prov" -e rdm -P "$port" -S "$size" -I "$iters" 127.0.0.1 \
 		>"$tmp/cli" 2>&1
@@ -66,10 +66,10 @@ median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else pr
 
 : >"$tmp/nat_lat"; : >"$tmp/rxd_lat"; : >"$tmp/nat_bw"; : >"$tmp/rxd_bw"
 for r in $(seq "$rounds"); do
-	pp dpdk '^ofi_rxd' 64 "$lat_iters" >>"$tmp/nat_lat"
-	pp 'dpdk;ofi_rxd' '' 64 "$lat_iters" >>"$tmp/rxd_lat"
-	pp dpdk '^ofi_rxd' 65536 "$bw_iters" >>"$tmp/nat_bw"
-	pp 'dpdk;ofi_rxd' '' 65536 "$bw_iters" >>"$tmp/rxd_bw"
+	pp dpdk '' 64 "$lat_iters" >>"$tmp/nat_lat"
+	pp 'dpdk;ofi_rxd' FI_DPDK_RXD=1 64 "$lat_iters" >>"$tmp/rxd_lat"
+	pp dpdk '' 65536 "$bw_iters" >>"$tmp/nat_bw"
+	pp 'dpdk;ofi_rxd' FI_DPDK_RXD=1 65536 "$bw_iters" >>"$tmp/rxd_bw"
 	echo "round $r: native $(tail -1 "$tmp/nat_lat") us, rxd $(tail -1 "$tmp/rxd_lat") us;" \
 		"64 KiB native $(tail -1 "$tmp/nat_bw") us, rxd $(tail -1 "$tmp/rxd_bw") us" >&2
 done

@@ -92,6 +92,7 @@ struct fdp_params {
 	double reorder;        /* FI_DPDK_REORDER: probability 0..1 of holding a TX frame back
 	                        * and sending it after the next one */
 	uint64_t seed;         /* FI_DPDK_SEED: fault injection PRNG seed, 0 = from time/pid */
+	bool rxd;              /* FI_DPDK_RXD: offer DGRAM to ofi_rxd layering */
 	/* Derived from ip (valid when ip_ok): */
 	bool ip_ok;
 	struct in_addr addr;   /* our IPv4 address, network order */

@@ -220,6 +220,10 @@ fail:
 	return NULL;
 }
 
+/* libfabric's internal getinfo flag (ofi_util.h, (1ULL << 59) since 1.9):
+ * the caller wants core providers only, to layer a utility provider. */
+#define FDP_OFI_CORE_PROV_ONLY (1ULL << 59)
+
 int fdp_getinfo(uint32_t version, const char *node, const char *service,
 		uint64_t flags, const struct fi_info *hints, struct fi_info **info)
 {
@@ -273,7 +277,15 @@ int fdp_getinfo(uint32_t version, const char *node, const char *service,
 		}
 	}
 
-	classes[n++] = &fdp_dgram_class;
+	/* A utility provider building a layering (ofi_rxd: RDM over a core's
+	 * DGRAM) calls with OFI_CORE_PROV_ONLY. libfabric 1.17 lists the
+	 * layered "dpdk;ofi_rxd" before our native RDM info (built-in providers
+	 * come before external ones), so `-p dpdk -e rdm` would pick rxd: with
+	 * the native RDM endpoint built, DGRAM is offered to layering only
+	 * when FI_DPDK_RXD=1. Applications asking for DGRAM themselves are
+	 * not affected. */
+	if (!(flags & FDP_OFI_CORE_PROV_ONLY) || &fdp_rdm_class == NULL || fdp_params.rxd)
+		classes[n++] = &fdp_dgram_class;
 	if (&fdp_rdm_class != NULL)
 		classes[n++] = &fdp_rdm_class;
 	for (i = 0; i < n; i++) {

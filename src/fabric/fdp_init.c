@@ -121,6 +121,12 @@ static void read_params(void)
 		else
 			fdp_params.seed = v;
 	}
+	{
+		int rxd = 0;
+
+		if (fi_param_get_bool(&fdp_prov, "rxd", &rxd) == FI_SUCCESS)
+			fdp_params.rxd = rxd != 0;
+	}
 	param_ip();
 }
 
@@ -149,6 +155,10 @@ FI_EXT_INI
 			"transmitted frame behind the next one (default: 0)");
 	fi_param_define(&fdp_prov, "seed", FI_PARAM_STRING,
 			"test fault injection: PRNG seed (default: 0 = from time and pid)");
+	fi_param_define(&fdp_prov, "rxd", FI_PARAM_BOOL,
+			"offer the DGRAM endpoint to ofi_rxd for layering, making "
+			"\"dpdk;ofi_rxd\" RDM available (default: no; the native RDM "
+			"endpoint is then the only dpdk RDM)");
 	read_params();
 	return &fdp_prov;
 }

@@ -23,7 +23,6 @@ else rundir=${XDG_RUNTIME_DIR:-/tmp}/dpdk; fi
 sock=/tmp/fdp-clean-$$.sock
 logs=$(mktemp -d)
 trap 'rm -rf "$sock" "$logs"' EXIT INT TERM
-export FI_PROVIDER=^ofi_rxd
 dev="net_memif0,socket=$sock,socket-abstract=no"
 srv="FI_DPDK_DEVICE=$dev,role=server FI_DPDK_IP=198.18.0.1/15"
 cli="FI_DPDK_DEVICE=$dev,role=client FI_DPDK_IP=198.18.0.2/15"

@@ -13,7 +13,7 @@ fdp_require() {
 	command -v fi_pingpong >/dev/null 2>&1 || fdp_skip "fi_pingpong not installed (apt-get install libfabric-bin)"
 	[ -e "$FDP_LIBDIR/libdpdk-fi.so" ] || fdp_fail "$FDP_LIBDIR/libdpdk-fi.so not built"
 	export FI_PROVIDER_PATH="$FDP_LIBDIR"
-	unset FI_PROVIDER FI_DPDK_DROP FI_DPDK_DUP FI_DPDK_REORDER
+	unset FI_PROVIDER FI_DPDK_DROP FI_DPDK_DUP FI_DPDK_REORDER FI_DPDK_RXD
 }
 
 # A control (OOB) TCP port for fi_pingpong: derived from the PID and a
@@ -60,7 +60,7 @@ fdp_pingpong() {
 		rm -f "$slog" "$clog"
 		fdp_fail "$label: no completed row for size $last"
 	fi
-	rm -f "$slog" "$clog"
+	[ -n "${FDP_KEEP_LOGS:-}" ] || rm -f "$slog" "$clog"
 }
 
 # fdp_netns_run PMD: two network namespaces, each with its own DPDK port on
@@ -107,12 +107,12 @@ fdp_netns_run() {
 		# and would hang on one loss, so only the reliable RDM runs here.
 		echo "(af_xdp: dgram pingpong not run: a single lost frame hangs it)"
 		fdp_pingpong "$pmd rdm (dpdk;ofi_rxd), integrity checked" "dpdk;ofi_rxd" rdm 4k \
-			"$srv" "$cli" "ip netns exec $nsa" "ip netns exec $nsb" 198.19.1.1 \
+			"FI_DPDK_RXD=1 $srv" "FI_DPDK_RXD=1 $cli" "ip netns exec $nsa" "ip netns exec $nsb" 198.19.1.1 \
 			"$(fdp_oob_port 12)" -I 20 -c -S 4096
 	else
 		fdp_pingpong "$pmd dgram" dpdk dgram 1k "$srv" "$cli" "ip netns exec $nsa" \
 			"ip netns exec $nsb" 198.19.1.1 "$(fdp_oob_port 11)" -I 200
-		fdp_pingpong "$pmd rdm (dpdk;ofi_rxd)" "dpdk;ofi_rxd" rdm 1m "$srv" "$cli" \
+		fdp_pingpong "$pmd rdm (dpdk;ofi_rxd)" "dpdk;ofi_rxd" rdm 1m "FI_DPDK_RXD=1 $srv" "FI_DPDK_RXD=1 $cli" \
 			"ip netns exec $nsa" "ip netns exec $nsb" 198.19.1.1 "$(fdp_oob_port 12)" -I 20
 	fi
 	echo "PASS"

@@ -5,10 +5,10 @@
 # byte by byte while the provider injects 10 % loss, duplication and
 # reordering on both sides.
 #
-# libfabric 1.17 lists "dpdk;ofi_rxd" before the native "dpdk" RDM info (the
-# built-in ofi_rxd is registered before external providers and fi_getinfo
-# keeps that order), so `-p dpdk -e rdm` alone would run ofi_rxd:
-# FI_PROVIDER=^ofi_rxd takes the layered one out.
+# No FI_PROVIDER filter anywhere: `-p dpdk -e rdm` must give the native
+# endpoint first. libfabric 1.17 would list the layered "dpdk;ofi_rxd" first
+# (built-in providers before external ones), so the provider offers its
+# DGRAM endpoint to ofi_rxd only with FI_DPDK_RXD=1; checked here with fi_info.
 # generous bounds: on a loaded 2-core machine the 256 MiB run can take a minute
 FDP_TIMEOUT=${FDP_TIMEOUT:-200}
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/fabric/fabric_lib.sh"
@@ -17,14 +17,19 @@ fdp_require
 XFER="$top_builddir/tests/fabric/rdm_xfer"
 [ -x "$XFER" ] || fdp_fail "$XFER not built (make check builds it)"
 sock=/tmp/fdp-rdm-$$.sock
-FI_DPDK_DEVICE="net_memif0,role=server,socket=$sock" FI_DPDK_IP=198.18.0.1/15 \
-	timeout 30 fi_info -p dpdk -t FI_EP_RDM 2>/dev/null | grep -q '^provider: dpdk$' ||
-	fdp_fail "fi_info does not list the native dpdk RDM endpoint"
+rdm_provs() {
+	env "$@" FI_DPDK_DEVICE="net_memif0,role=server,socket=$sock" FI_DPDK_IP=198.18.0.1/15 \
+		timeout 30 fi_info -p dpdk -t FI_EP_RDM 2>/dev/null | sed -n 's/^provider: //p' | tr '\n' ' '
+}
+got=$(rdm_provs)
+[ "$got" = "dpdk " ] || fdp_fail "fi_info -p dpdk -t FI_EP_RDM: expected only the native 'dpdk', got '$got'"
+got=$(rdm_provs FI_DPDK_RXD=1)
+case "$got" in *"dpdk;ofi_rxd"*) ;; *) fdp_fail "FI_DPDK_RXD=1: no dpdk;ofi_rxd in '$got'";; esac
+echo "fi_info RDM: default '$(rdm_provs)', FI_DPDK_RXD=1 '$got'"
 
 trap 'rm -f "$sock"' EXIT INT TERM
-native="FI_PROVIDER=^ofi_rxd"
-srv="$native FI_DPDK_DEVICE=net_memif0,role=server,socket=$sock FI_DPDK_IP=198.18.0.1/15"
-cli="$native FI_DPDK_DEVICE=net_memif0,role=client,socket=$sock FI_DPDK_IP=198.18.0.2/15"
+srv="FI_DPDK_DEVICE=net_memif0,role=server,socket=$sock FI_DPDK_IP=198.18.0.1/15"
+cli="FI_DPDK_DEVICE=net_memif0,role=client,socket=$sock FI_DPDK_IP=198.18.0.2/15"
 
 rm -f "$sock"
 fdp_pingpong "native rdm, all sizes, data checked" dpdk rdm 1m "$srv" "$cli" "" "" \

@@ -17,10 +17,9 @@ XFER="$top_builddir/tests/fabric/rdm_xfer"
 [ -x "$XFER" ] || fdp_fail "$XFER not built (make check builds it)"
 sock=/tmp/fdp-stall-$$.sock
 trap 'rm -f "$sock"' EXIT INT TERM
-native="FI_PROVIDER=^ofi_rxd"
 faults="FI_DPDK_DROP=0.1 FI_DPDK_SEED=11"
-srv="$native $faults FI_DPDK_DEVICE=net_memif0,role=server,socket=$sock FI_DPDK_IP=198.18.0.1/15"
-cli="$native $faults FI_DPDK_DEVICE=net_memif0,role=client,socket=$sock FI_DPDK_IP=198.18.0.2/15"
+srv="$faults FI_DPDK_DEVICE=net_memif0,role=server,socket=$sock FI_DPDK_IP=198.18.0.1/15"
+cli="$faults FI_DPDK_DEVICE=net_memif0,role=client,socket=$sock FI_DPDK_IP=198.18.0.2/15"
 args="-n 1 -b 16777216 -s 65536 -w 8 -S 1000 -T 90"
 
 port=$(fdp_oob_port 21)
