@@ -293,6 +293,16 @@ void fdp_port_shutdown(void)
 		 p->stats.rx_not_ours, p->stats.rx_no_ep, p->stats.arp_req_tx,
 		 p->stats.arp_rep_tx, p->stats.arp_rx, p->stats.inj_drop,
 		 p->stats.inj_dup, p->stats.inj_reorder);
+	{
+		struct rte_eth_stats es;
+
+		if (rte_eth_stats_get(p->port_id, &es) == 0)
+			FDP_INFO(FI_LOG_DOMAIN,
+				 "device stats: ipackets %" PRIu64 " opackets %" PRIu64
+				 " imissed %" PRIu64 " ierrors %" PRIu64 " oerrors %" PRIu64
+				 " rx_nombuf %" PRIu64 "\n", es.ipackets, es.opackets,
+				 es.imissed, es.ierrors, es.oerrors, es.rx_nombuf);
+	}
 	for (int i = 1; i < FDP_DROP__COUNT; i++)
 		if (p->stats.rx_drop[i])
 			FDP_INFO(FI_LOG_DOMAIN, "rx dropped (%s): %" PRIu64 "\n",

@@ -1,6 +1,7 @@
 #!/bin/sh
 # fi_pingpong dgram and rdm between two network namespaces joined by a veth
 # pair, the DPDK ports on net_af_packet.
+FDP_TIMEOUT=${FDP_TIMEOUT:-180}
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/fabric/fabric_lib.sh"
 fdp_require
 fdp_netns_run af_packet

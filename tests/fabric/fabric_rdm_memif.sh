@@ -38,28 +38,16 @@ rm -f "$sock"
 fdp_pingpong "native rdm tagged, all sizes, data checked" dpdk rdm 1m "$srv" "$cli" "" "" \
 	127.0.0.1 "$(fdp_oob_port 12)" -I 100 -c -m tagged
 
-# rdm_xfer SERVER_ENV CLIENT_ENV LABEL [args]: both ends must exit 0.
+# the memif client must find the server's socket listening (DPDK 22.11
+# memif sockets are abstract: look in /proc/net/unix, not the file system)
+memif_ready() {
+	for _ in $(seq 100); do grep -q "@$sock\$" /proc/net/unix && return 0; sleep 0.1; done
+}
 xfer() {
+	rm -f "$sock"
 	senv=$1 cenv=$2 label=$3
 	shift 3
-	port=$(fdp_oob_port 13)
-	rm -f "$sock"
-	slog=$(mktemp)
-	# shellcheck disable=SC2086
-	env $senv timeout "$FDP_TIMEOUT" "$XFER" server -P "$port" -T 180 "$@" >"$slog" 2>&1 &
-	spid=$!
-	# the memif client must find the server's socket listening (DPDK 22.11
-	# memif sockets are abstract: look in /proc/net/unix, not the file system)
-	for _ in $(seq 100); do grep -q "@$sock\$" /proc/net/unix && break; sleep 0.1; done
-	# shellcheck disable=SC2086
-	env $cenv timeout "$FDP_TIMEOUT" "$XFER" client -P "$port" -T 180 "$@" 2>&1
-	crc=$?
-	wait "$spid"
-	src=$?
-	echo "== $label: client rc=$crc server rc=$src"
-	cat "$slog"
-	rm -f "$slog"
-	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ] || fdp_fail "$label"
+	fdp_xfer "$label" "$senv" "$cenv" "" "" memif_ready 127.0.0.1 "$(fdp_oob_port 13)" -T 180 "$@"
 }
 
 xfer "$srv" "$cli" "4 endpoint pairs x 16 MiB, tagged (reverse-posted tags), FI_SOURCE" \

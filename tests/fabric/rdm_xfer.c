@@ -4,10 +4,10 @@
  *
  *   rdm_xfer server|client -P oob_port [-n endpoints] [-b total_bytes]
  *            [-s msg_size] [-w window] [-t] [-p provider] [-T timeout_s]
- *            [-S stall_ms]
+ *            [-S stall_ms] [-H oob_addr]
  *
  * The server and client exchange their endpoint names over a TCP socket on
- * 127.0.0.1:oob_port, then the client streams total_bytes on each of n
+ * oob_addr:oob_port (default 127.0.0.1; another address for namespaces), then the client streams total_bytes on each of n
  * endpoint pairs (messages of msg_size, w in flight). Content is a function
  * of (endpoint, offset), so the server checks every byte as it lands, and
  * both sides hash the stream: the client sends its hashes, the server
@@ -73,9 +73,10 @@ static struct {
 	size_t total, msg;
 	unsigned port;
 	const char *prov;
+	const char *oob_addr;
 	int stall_ms;
 } opt = { .neps = 1, .win = 8, .timeout_s = 60, .total = 16u << 20, .msg = 1u << 20,
-	  .prov = "dpdk" };
+	  .prov = "dpdk", .oob_addr = "127.0.0.1" };
 
 static struct fid_fabric *fabric;
 static struct fid_domain *domain;
@@ -129,7 +130,8 @@ static int oob_connect(void)
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)opt.port) };
 	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (inet_pton(AF_INET, opt.oob_addr, &sa.sin_addr) != 1)
+		die("oob address", -EINVAL);
 	if (fd < 0)
 		die("socket", -errno);
 	if (opt.server) {
@@ -505,7 +507,7 @@ int main(int argc, char **argv)
 	}
 	opt.server = !strcmp(argv[1], "server");
 	optind = 2;
-	while ((c = getopt(argc, argv, "P:n:b:s:w:tp:T:S:")) != -1) {
+	while ((c = getopt(argc, argv, "P:n:b:s:w:tp:T:S:H:")) != -1) {
 		switch (c) {
 		case 'P': opt.port = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'n': opt.neps = atoi(optarg); break;
@@ -516,6 +518,7 @@ int main(int argc, char **argv)
 		case 'p': opt.prov = optarg; break;
 		case 'T': opt.timeout_s = atoi(optarg); break;
 		case 'S': opt.stall_ms = atoi(optarg); break;
+		case 'H': opt.oob_addr = optarg; break;
 		default: return 2;
 		}
 	}
