@@ -168,6 +168,7 @@ static struct fdp_msg_ux *ux_get(struct fdp_msg_ep *m, size_t len)
 	ux->len = len;
 	ux->got = 0;
 	ux->claimed = NULL;
+	ux->claim_ctx = NULL;
 	return ux;
 }
 
@@ -511,6 +512,69 @@ static int msg_deliver(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, uint8_t 
 	return 0;
 }
 
+/* The unexpected message an FI_PEEK / FI_CLAIM receive is about, or NULL. */
+static struct fdp_msg_ux *ux_find_special(struct fdp_msg_ep *m, const struct fdp_msg_rx *rx,
+					  uint64_t flags)
+{
+	struct fdp_dlist *n;
+
+	for (n = m->unexpected[rx->tagged].next; n != &m->unexpected[rx->tagged]; n = n->next) {
+		struct fdp_msg_ux *ux = container_of(n, struct fdp_msg_ux, link);
+
+		if (!(flags & FI_PEEK)) {
+			if (ux->claim_ctx == rx->context)
+				return ux;
+		} else if (!ux->claimed && !ux->claim_ctx && ux->peer->ux_cur != ux &&
+			   rx_matches(rx, ux->peer, ux->tag)) {
+			return ux;
+		}
+	}
+	return NULL;
+}
+
+/* FI_PEEK / FI_CLAIM / FI_DISCARD (see fdp_msg.h); rx is filled in and
+ * taken from the pool, and goes back to it here. */
+static int recv_special(struct fdp_msg_ep *m, struct fdp_msg_rx *rx, uint64_t flags)
+{
+	struct fdp_msg_ux *ux = ux_find_special(m, rx, flags);
+	struct fdp_msg_rx_info info = { .tagged = rx->tagged };
+	size_t idx = 0, off = 0;
+
+	if (!ux && !(flags & FI_PEEK)) {
+		rx_put(m, rx);
+		return -FI_EINVAL; /* nothing claimed with this context */
+	}
+	if (!ux) {
+		info.err = -FI_ENOMSG;
+		m->ops->recv_done(m, rx, &info);
+		rx_put(m, rx);
+		return 0;
+	}
+	if (!(flags & FI_PEEK) && !(flags & FI_DISCARD)) {
+		ux_deliver(m, ux, rx); /* the claimed message, as a receive */
+		return 0;
+	}
+	info.peer = ux->peer;
+	info.tag = ux->tag;
+	info.data = ux->data;
+	info.has_data = ux->hflags & FDP_MSG_HF_DATA;
+	if (flags & FI_DISCARD) {
+		rx->iov_count = 0; /* no data, and no buffer in the completion */
+		ux_put(m, ux);
+	} else {
+		info.len = ux->len;
+		iov_write(rx->iov, rx->iov_count, &idx, &off, ux->buf,
+			  ux->len < rx->cap ? ux->len : rx->cap);
+		if (!rx->cap)
+			rx->iov_count = 0;
+		if (flags & FI_CLAIM)
+			ux->claim_ctx = rx->context;
+	}
+	m->ops->recv_done(m, rx, &info);
+	rx_put(m, rx);
+	return 0;
+}
+
 int fdp_msg_recv(struct fdp_msg_ep *m, const struct iovec *iov, size_t count, fi_addr_t src,
 		 bool tagged, uint64_t tag, uint64_t ignore, void *context, uint64_t flags,
 		 uint64_t now_ns)
@@ -533,10 +597,12 @@ int fdp_msg_recv(struct fdp_msg_ep *m, const struct iovec *iov, size_t count, fi
 	rx->tag = tag;
 	rx->ignore = ignore;
 	rx->tagged = tagged;
+	if (flags & (FI_PEEK | FI_CLAIM))
+		return recv_special(m, rx, flags);
 	for (n = m->unexpected[tagged].next; n != &m->unexpected[tagged]; n = n->next) {
 		struct fdp_msg_ux *ux = container_of(n, struct fdp_msg_ux, link);
 
-		if (ux->claimed || !rx_matches(rx, ux->peer, ux->tag))
+		if (ux->claimed || ux->claim_ctx || !rx_matches(rx, ux->peer, ux->tag))
 			continue;
 		if (ux->peer->ux_cur == ux)
 			ux->claimed = rx; /* still arriving: completes at its end */

@@ -138,6 +138,7 @@ struct fdp_msg_ux {
 	struct fdp_dlist link;
 	struct fdp_msg_peer *peer;
 	struct fdp_msg_rx *claimed; /* receive waiting for the rest of it */
+	void *claim_ctx;            /* claimed by FI_PEEK|FI_CLAIM with this context */
 	size_t len, got;
 	uint8_t *buf;
 	uint64_t tag, data;
@@ -226,7 +227,24 @@ int fdp_msg_inject(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const struct
 		   uint64_t now_ns);
 
 /* Post a receive. src FI_ADDR_UNSPEC matches any peer. A matching
- * unexpected message completes it (or feeds it) at once. 0 or -FI_EAGAIN. */
+ * unexpected message completes it (or feeds it) at once. 0 or -FI_EAGAIN.
+ *
+ * FI_PEEK / FI_CLAIM / FI_DISCARD in flags (fi_tagged(3)) act on the
+ * unexpected queue only and never leave a receive posted:
+ * - FI_PEEK: the first fully arrived, unclaimed message that matches
+ *   completes the operation at once with its length (the message's, not
+ *   the bytes copied), tag, data and source, and a copy of its first bytes
+ *   when a buffer is given (up to the buffer's size); the message stays
+ *   queued. No match: a completion with -FI_ENOMSG. A message still
+ *   arriving is not found (it has not arrived yet).
+ * - FI_PEEK|FI_CLAIM: as FI_PEEK, and a found message is reserved for
+ *   context: only a later FI_CLAIM receive with the same context gets it.
+ * - FI_PEEK|FI_DISCARD: a found message is dropped (completion with len 0,
+ *   no data).
+ * - FI_CLAIM (no FI_PEEK): receives the message claimed with context like
+ *   an ordinary receive (truncation included); with FI_DISCARD it is
+ *   dropped instead (len 0). No message claimed with context: -FI_EINVAL,
+ *   no completion. */
 int fdp_msg_recv(struct fdp_msg_ep *m, const struct iovec *iov, size_t count, fi_addr_t src,
 		 bool tagged, uint64_t tag, uint64_t ignore, void *context, uint64_t flags,
 		 uint64_t now_ns);

@@ -287,8 +287,16 @@ static ssize_t do_recv(struct fdp_ep *ep, const struct iovec *iov, size_t count,
 
 	if (count > FDP_MSG_IOV_MAX)
 		return -FI_EINVAL;
-	if (flags & (FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD))
+	if (flags & FI_MULTI_RECV)
 		return -FI_EBADFLAGS; /* not implemented: refuse rather than ignore */
+	/* fi_tagged(3) peek/claim/discard, on tagged receives only (fi_msg(3)
+	 * does not define them); FI_DISCARD needs FI_PEEK or FI_CLAIM */
+	if ((flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) &&
+	    (!tagged || !(flags & (FI_PEEK | FI_CLAIM))))
+		return -FI_EBADFLAGS;
+	/* a peek always reports (found: success, else FI_ENOMSG) */
+	if (flags & FI_PEEK)
+		flags |= FI_COMPLETION;
 	if (!(ep->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
 	if (src == FI_ADDR_NOTAVAIL)

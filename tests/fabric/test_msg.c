@@ -1,7 +1,8 @@
 /*
  * test_msg.c - unit tests of fdp_msg: FI_MSG/FI_TAGGED matching, directed
  * receives, the unexpected queue and its bound, truncation, remote CQ data,
- * source reporting, inject, cancel, limits. Runs over rel_sim (lossless
+ * source reporting, inject, cancel, limits, FI_PEEK/FI_CLAIM/FI_DISCARD.
+ * Runs over rel_sim (lossless
  * unless a test says otherwise).
  */
 #include "config.h"
@@ -16,6 +17,7 @@ struct rx_rec {
 	void *context;
 	struct fdp_msg_rx_info info;
 	int node;
+	size_t iov_count;   /* 0: the completion carries no buffer */
 };
 struct tx_rec {
 	void *context;
@@ -39,7 +41,7 @@ static void rec_recv_done(struct fdp_msg_ep *m, struct fdp_msg_rx *rx,
 			  const struct fdp_msg_rx_info *info)
 {
 	ck_assert_int_lt(g_nrx, 256);
-	g_rx[g_nrx++] = (struct rx_rec){ rx->context, *info, sim_node_of(m)->id };
+	g_rx[g_nrx++] = (struct rx_rec){ rx->context, *info, sim_node_of(m)->id, rx->iov_count };
 }
 
 static void rec_inject_done(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, int err)
@@ -529,6 +531,111 @@ START_TEST(test_inject_complete)
 }
 END_TEST
 
+/* A tagged receive with FI_PEEK/FI_CLAIM/FI_DISCARD flags; returns its result. */
+static int xrecv(struct sim *s, int at, void *buf, size_t len, uint64_t tag, uint64_t ignore,
+		 void *ctx, uint64_t flags)
+{
+	struct iovec iov = { buf, len };
+
+	return fdp_msg_recv(&s->nodes[at].m, &iov, buf ? 1 : 0, FI_ADDR_UNSPEC, true, tag, ignore,
+			    ctx, flags, s->now);
+}
+
+START_TEST(test_peek_claim_discard)
+{
+	struct sim *s = mk(2, NULL);
+	struct fdp_msg_ep *m = &s->nodes[1].m;
+	size_t rx_left = fdp_msg_rx_left(m);
+	char b[32];
+	int n;
+
+	/* nothing there: FI_ENOMSG, and the descriptor is back in the pool */
+	ck_assert_int_eq(xrecv(s, 1, b, sizeof(b), 0x100, 0, CTX(1), FI_PEEK), 0);
+	ck_assert_int_eq(g_nrx, 1);
+	ck_assert_int_eq(g_rx[0].info.err, -FI_ENOMSG);
+	ck_assert_ptr_eq(g_rx[0].context, CTX(1));
+	ck_assert_uint_eq(fdp_msg_rx_left(m), rx_left);
+
+	tsend(s, 0, 1, "alpha", 6, FDP_MSG_OP_TAGGED, 0x100, CTX(10));
+	tsend(s, 0, 1, "bravo-a-longer-one", 19, FDP_MSG_OP_TAGGED, 0x200, CTX(11));
+	tsend(s, 0, 1, "charlie", 8, FDP_MSG_OP_TAGGED, 0x300, CTX(12));
+	tsend(s, 0, 1, "delta", 6, FDP_MSG_OP_MSG, 0x100, CTX(13)); /* untagged: never peeked */
+	idle(s);
+	ck_assert_uint_eq(m->ux_count, 4);
+
+	/* peek into a short buffer: the message's length, its first bytes, it stays */
+	memset(b, 0, sizeof(b));
+	ck_assert_int_eq(xrecv(s, 1, b, 3, 0x100, 0, CTX(2), FI_PEEK), 0);
+	ck_assert_int_eq(g_nrx, 2);
+	ck_assert_int_eq(g_rx[1].info.err, 0);
+	ck_assert_uint_eq(g_rx[1].info.len, 6);
+	ck_assert_uint_eq(g_rx[1].info.tag, 0x100);
+	ck_assert_ptr_nonnull(g_rx[1].info.peer);
+	ck_assert_uint_eq(g_rx[1].iov_count, 1);
+	ck_assert_str_eq(b, "alp");
+	ck_assert_uint_eq(m->ux_count, 4);
+	/* peek without a buffer, through an ignore mask: no data, buf NULL */
+	ck_assert_int_eq(xrecv(s, 1, NULL, 0, 0x1FF, 0xFF, CTX(3), FI_PEEK), 0);
+	ck_assert_int_eq(g_rx[2].info.err, 0);
+	ck_assert_uint_eq(g_rx[2].info.tag, 0x100);
+	ck_assert_uint_eq(g_rx[2].iov_count, 0);
+
+	/* peek + claim: reserved for CTX(4); ordinary receives and peeks no longer see it */
+	ck_assert_int_eq(xrecv(s, 1, NULL, 0, 0x100, 0, CTX(4), FI_PEEK | FI_CLAIM), 0);
+	ck_assert_int_eq(g_rx[3].info.err, 0);
+	ck_assert_uint_eq(g_rx[3].info.len, 6);
+	n = g_nrx;
+	trecv(s, 1, b, sizeof(b), FI_ADDR_UNSPEC, true, 0x100, 0, CTX(5)); /* stays posted */
+	ck_assert_int_eq(g_nrx, n);
+	ck_assert_int_eq(xrecv(s, 1, NULL, 0, 0x100, 0, CTX(6), FI_PEEK), 0);
+	ck_assert_int_eq(g_rx[n].info.err, -FI_ENOMSG);
+	/* a claim with another context finds nothing: refused, no completion */
+	n = g_nrx;
+	ck_assert_int_eq(xrecv(s, 1, b, sizeof(b), 0x100, 0, CTX(7), FI_CLAIM), -FI_EINVAL);
+	ck_assert_int_eq(g_nrx, n);
+	ck_assert_uint_eq(fdp_msg_rx_left(m), rx_left - 1); /* only CTX(5) is posted */
+	/* the paired claim receives it */
+	memset(b, 0, sizeof(b));
+	ck_assert_int_eq(xrecv(s, 1, b, sizeof(b), 0x100, 0, CTX(4), FI_CLAIM), 0);
+	ck_assert_int_eq(g_nrx, n + 1);
+	ck_assert_ptr_eq(g_rx[n].context, CTX(4));
+	ck_assert_int_eq(g_rx[n].info.err, 0);
+	ck_assert_uint_eq(g_rx[n].info.len, 6);
+	ck_assert_str_eq(b, "alpha");
+	ck_assert_uint_eq(m->ux_count, 3);
+
+	/* peek + discard drops the message */
+	n = g_nrx;
+	ck_assert_int_eq(xrecv(s, 1, b, sizeof(b), 0x200, 0, CTX(8), FI_PEEK | FI_DISCARD), 0);
+	ck_assert_int_eq(g_rx[n].info.err, 0);
+	ck_assert_uint_eq(g_rx[n].info.len, 0);
+	ck_assert_uint_eq(g_rx[n].info.tag, 0x200);
+	ck_assert_uint_eq(g_rx[n].iov_count, 0);
+	ck_assert_uint_eq(m->ux_count, 2);
+	ck_assert_int_eq(xrecv(s, 1, NULL, 0, 0x200, 0, CTX(9), FI_PEEK), 0);
+	ck_assert_int_eq(g_rx[n + 1].info.err, -FI_ENOMSG);
+
+	/* claim, then discard the claimed message */
+	n = g_nrx;
+	ck_assert_int_eq(xrecv(s, 1, NULL, 0, 0x300, 0, CTX(20), FI_PEEK | FI_CLAIM), 0);
+	ck_assert_int_eq(xrecv(s, 1, NULL, 0, 0x300, 0, CTX(20), FI_CLAIM | FI_DISCARD), 0);
+	ck_assert_int_eq(g_nrx, n + 2);
+	ck_assert_int_eq(g_rx[n + 1].info.err, 0);
+	ck_assert_uint_eq(g_rx[n + 1].info.len, 0);
+	ck_assert_uint_eq(m->ux_count, 1); /* the untagged "delta" */
+
+	/* the receive left posted (CTX(5)) takes the next 0x100 message */
+	n = g_nrx;
+	tsend(s, 0, 1, "echo", 5, FDP_MSG_OP_TAGGED, 0x100, CTX(14));
+	idle(s);
+	ck_assert_int_eq(g_nrx, n + 1);
+	ck_assert_ptr_eq(g_rx[n].context, CTX(5));
+	ck_assert_str_eq(b, "echo");
+	ck_assert_uint_eq(fdp_msg_rx_left(m), rx_left);
+	done(s);
+}
+END_TEST
+
 static Suite *msg_suite(void)
 {
 	Suite *s = suite_create("fdp_msg");
@@ -545,6 +652,7 @@ static Suite *msg_suite(void)
 	tcase_add_test(tc, test_cancel_limits);
 	tcase_add_test(tc, test_matching_under_loss);
 	tcase_add_test(tc, test_inject_complete);
+	tcase_add_test(tc, test_peek_claim_discard);
 	suite_add_tcase(s, tc);
 	return s;
 }
