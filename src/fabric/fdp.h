@@ -87,6 +87,7 @@ struct fdp_params {
 	const char *ip;        /* FI_DPDK_IP: "a.b.c.d/prefix" */
 	const char *eal_args;  /* FI_DPDK_EAL_ARGS: appended to the EAL argv */
 	size_t mtu;            /* FI_DPDK_MTU: IP MTU, default 1500 */
+	bool mtu_bad;          /* FI_DPDK_MTU set but not in 576..9000 */
 	double drop;           /* FI_DPDK_DROP: probability 0..1 of dropping a TX frame */
 	double dup;            /* FI_DPDK_DUP: probability 0..1 of sending a TX frame twice */
 	double reorder;        /* FI_DPDK_REORDER: probability 0..1 of holding a TX frame back

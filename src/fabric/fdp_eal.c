@@ -213,7 +213,8 @@ static int find_port(void)
 	if (rte_eth_dev_get_port_by_name(name, &pid) != 0) {
 		FDP_WARN(FI_LOG_CORE,
 			 "FI_DPDK_DEVICE=%s: no DPDK port named %s after EAL start "
-			 "(driver not loaded? try FI_DPDK_EAL_ARGS=\"-d <pmd.so>\")\n",
+			 "(its probe failed, see DPDK's lines above; or its driver is "
+			 "not loaded: FI_DPDK_EAL_ARGS=\"-d <pmd.so>\")\n",
 			 fdp_params.device, name);
 		return -FI_ENODEV;
 	}
@@ -237,6 +238,13 @@ static int eal_start_locked(void)
 	}
 	if (!fdp_params.ip_ok) {
 		FDP_WARN(FI_LOG_CORE, "FI_DPDK_IP is not set or invalid\n");
+		return -FI_EINVAL;
+	}
+	if (fdp_params.mtu_bad) {
+		const char *v = getenv("FI_DPDK_MTU");
+
+		FDP_WARN(FI_LOG_CORE, "FI_DPDK_MTU=%s: not an IP MTU in 576..9000\n",
+			 v ? v : "?");
 		return -FI_EINVAL;
 	}
 	fdp_files_reclaim(fdp_params.device);
@@ -269,13 +277,19 @@ static int eal_start_locked(void)
 	/* rte_eal_init may permute argv; keep our pointers to free them */
 	memcpy(argv_copy, a.argv, sizeof(char *) * (size_t)a.argc);
 	argv_copy[a.argc] = NULL;
-	/* With arguments from the user, a mistake makes DPDK print its usage
-	 * on stdout, which belongs to the application: send it to stderr. */
+	/* With arguments from the user, a mistake makes DPDK print its
+	 * 100-line usage on stdout, which belongs to the application: discard
+	 * it (getopt's one line naming the bad option still goes to stderr,
+	 * and our warning names FI_DPDK_EAL_ARGS). */
 	if (fdp_params.eal_args) {
+		int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
 		fflush(stdout);
 		saved_stdout = dup(STDOUT_FILENO);
-		if (saved_stdout >= 0)
-			dup2(STDERR_FILENO, STDOUT_FILENO);
+		if (saved_stdout >= 0 && null_fd >= 0)
+			dup2(null_fd, STDOUT_FILENO);
+		if (null_fd >= 0)
+			close(null_fd);
 	}
 	ret = rte_eal_init(a.argc, argv_copy);
 	err = rte_errno;

@@ -99,10 +99,11 @@ static void read_params(void)
 	s = NULL;
 	if (fi_param_get_str(&fdp_prov, "eal_args", &s) == FI_SUCCESS && s && *s)
 		fdp_params.eal_args = s;
+	/* A bad MTU is reported by fi_fabric/fi_domain (fdp_eal.c), which
+	 * then fail: libfabric parses the value ("abc" reads as 0). */
 	if (fi_param_get_size_t(&fdp_prov, "mtu", &mtu) == FI_SUCCESS) {
 		if (mtu < 576 || mtu > 9000)
-			FDP_WARN(FI_LOG_CORE, "FI_DPDK_MTU=%zu: outside 576..9000, using %zu\n",
-				 mtu, fdp_params.mtu);
+			fdp_params.mtu_bad = true;
 		else
 			fdp_params.mtu = mtu;
 	}

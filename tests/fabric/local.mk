@@ -61,3 +61,7 @@ EXTRA_DIST += tests/fabric/fabric_cleanup.sh
 TESTS += tests/fabric/fabric_netns_af_xdp_rdm.sh
 XFAIL_TESTS += tests/fabric/fabric_netns_af_xdp_rdm.sh
 EXTRA_DIST += tests/fabric/fabric_netns_af_xdp_rdm.sh
+
+# Bad parameters / devices that will not start: one clean error per case.
+TESTS += tests/fabric/fabric_bad_input.sh
+EXTRA_DIST += tests/fabric/fabric_bad_input.sh
