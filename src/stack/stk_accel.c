@@ -256,6 +256,33 @@ int stk_accel_readable(struct stk_sock *sock)
 	return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
+int stk_accel_atmark(struct stk_sock *sock)
+{
+	return stk_conn_atmark(sock->conn);
+}
+
+int stk_accel_so_error(struct stk_sock *sock, int kernel_err)
+{
+	struct stk_conn *conn = sock->conn;
+	/* The kernel saw the connection end: let the stack decide how first. */
+	if (kernel_err)
+		stk_conn_check_liveness(conn);
+	int err = stk_conn_take_error(conn);
+	if (err || !kernel_err)
+		return err;
+	/* a reset the app already saw through recv/send: taken, as the kernel */
+	return (stk_poll_events(conn) & POLLERR) ? 0 : kernel_err;
+}
+
+void stk_accel_before_close(struct stk_sock *sock, int fd)
+{
+	if (sock->conn || !sock->strip_pending)
+		return;
+	/* as after the app's first write: strip, never answer (we are leaving) */
+	if (stk_nego_strip_late_hello(fd, true) != -EAGAIN)
+		sock->strip_pending = false;
+}
+
 void stk_accel_set_nonblock(struct stk_sock *sock, bool nonblock)
 {
 	__atomic_store_n(&sock->conn->nonblock, nonblock, __ATOMIC_RELAXED);
