@@ -289,6 +289,13 @@ static ssize_t recv_oob(struct stk_conn *conn, void *buf, size_t len, int flags)
 	return ret;
 }
 
+/* A state change is complete (lock held): tell epoll sets watching us. The
+ * generation was bumped before the change (ET readers read events first). */
+static void changed(struct stk_conn *conn)
+{
+	stk_ready_notify(&conn->watch);
+}
+
 static void protocol_reset(struct stk_conn *conn, const char *why)
 {
 	__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
@@ -299,6 +306,7 @@ static void protocol_reset(struct stk_conn *conn, const char *why)
 	conn->reset = true;
 	conn->ring_count = 0;
 	conn->urg = 0;
+	changed(conn);
 }
 
 void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
@@ -361,6 +369,7 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 			if (flags & STK_MSG_CLOSE)
 				conn->peer_closed = true;
 		}
+		changed(conn);
 	}
 	pthread_mutex_unlock(&conn->lock);
 }
@@ -728,6 +737,21 @@ size_t stk_conn_readable(struct stk_conn *conn)
 	return n;
 }
 
+struct stk_ready_watch *stk_conn_watch(struct stk_conn *conn)
+{
+	return &conn->watch;
+}
+
+bool stk_conn_tx_blocked(struct stk_conn *conn)
+{
+	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
+	pthread_mutex_lock(&conn->lock);
+	bool blocked = fab && conn->tx_credits > 0 && !conn->reset && !conn->fin_sent &&
+		       !conn->peer_closed && !stk_fab_tx_available(fab);
+	pthread_mutex_unlock(&conn->lock);
+	return blocked;
+}
+
 int stk_conn_atmark(struct stk_conn *conn)
 {
 	progress(conn);
@@ -756,18 +780,22 @@ int stk_shutdown(struct stk_conn *conn, int how)
 		return -EINVAL;
 	if (how != SHUT_WR) {
 		pthread_mutex_lock(&conn->lock);
+		__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
 		conn->rd_shut = true;
 		conn->credit_owed += conn->ring_count;
 		conn->ring_count = 0;
 		conn->urg = 0;
 		grant_credit(conn, true);
+		changed(conn);
 		pthread_mutex_unlock(&conn->lock);
 	}
 	if (how == SHUT_RD)
 		return 0;
 	pthread_mutex_lock(&conn->lock);
 	bool need = !conn->fin_sent && !conn->reset && conn->fab;
+	__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
 	conn->fin_sent = true;
+	changed(conn);
 	pthread_mutex_unlock(&conn->lock);
 	if (!need)
 		return 0;

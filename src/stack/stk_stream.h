@@ -37,6 +37,8 @@
 
 #include <rdma/fabric.h>
 
+#include "stack/stk_ready.h"
+
 struct stk_fab;
 
 #define STK_CONN_MAX 65536  /* slots per process (connection table size) */
@@ -85,6 +87,10 @@ struct stk_conn {
 	uint64_t urg_seq;
 	uint8_t urg;              /* 0, STK_URG_VALID (byte not taken), STK_URG_READ */
 	uint8_t urg_byte;
+
+	/* epoll items watching the connection (stk_ready.h); notified after every
+	 * change that bumps generation */
+	struct stk_ready_watch watch;
 
 	/* statistics, folded into the process counters at close; protected by lock */
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
@@ -149,6 +155,9 @@ uint64_t stk_conn_generation(struct stk_conn *conn);
 /* Bytes readable now (FIONREAD / SIOCINQ): as Linux, only up to a pending
  * urgent mark unless SO_OOBINLINE. */
 size_t stk_conn_readable(struct stk_conn *conn);
+/* For stk_ready_ops: the watcher list; credit but no provider room. */
+struct stk_ready_watch *stk_conn_watch(struct stk_conn *conn);
+bool stk_conn_tx_blocked(struct stk_conn *conn);
 /* SIOCATMARK: 1 when the read position is at the urgent mark, else 0. */
 int stk_conn_atmark(struct stk_conn *conn);
 /* getsockopt(SO_ERROR): the pending error, taken (ECONNRESET once after a reset,

@@ -39,6 +39,7 @@ struct fake_conn {
 	int liveness_calls;
 	bool settled;      /* atomic: the liveness channel said EOF (peer gone) */
 	struct fake_fab *fab;
+	struct stk_ready_watch watch; /* epoll items watching it */
 };
 
 #define FAKE_MAX 8
@@ -84,6 +85,7 @@ static void fake_liveness(struct stk_conn *c)
 		__atomic_store_n(&F(c)->settled, true, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&F(c)->gen, 1, __ATOMIC_RELEASE);
 		__atomic_fetch_or(&F(c)->ev, POLLIN | POLLOUT | POLLHUP | POLLERR, __ATOMIC_RELEASE);
+		stk_ready_notify(&F(c)->watch);
 	}
 }
 
@@ -121,6 +123,11 @@ static void fake_quiesce(struct stk_fab *f)
 	(void)f;
 }
 
+static struct stk_ready_watch *fake_watch(struct stk_conn *c)
+{
+	return &F(c)->watch;
+}
+
 static const struct stk_ready_ops fake_ops = {
 	.events = fake_events,
 	.liveness_fd = fake_liveness_fd,
@@ -131,6 +138,7 @@ static const struct stk_ready_ops fake_ops = {
 	.wait_fd = fake_wait_fd,
 	.trywait = fake_trywait,
 	.quiesce = fake_quiesce,
+	.watch = fake_watch,
 };
 
 /* "Data arrives": set events, bump the generation, ring the fabric's wait fd. */
@@ -141,6 +149,7 @@ static void fake_set(struct fake_conn *c, short ev)
 	 * an old generation */
 	__atomic_fetch_add(&c->gen, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&c->ev, ev, __ATOMIC_RELEASE);
+	stk_ready_notify(&c->watch);
 	if (c->fab->wait_fd >= 0) {
 		uint64_t v = 1;
 		ck_assert_int_eq(write(c->fab->wait_fd, &v, sizeof(v)), sizeof(v));
