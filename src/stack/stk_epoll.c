@@ -599,8 +599,9 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 			} else {
 				fire = r != 0;
 			}
+			/* no message will announce provider room: poll such items */
 			keep = it->conn && (!it->fab_known ||
-					    (!fire && (it->events & EPOLLOUT) &&
+					    ((it->events & EPOLLOUT) && !(r & EPOLLOUT) &&
 					     stk_ready_ops.tx_blocked &&
 					     stk_ready_ops.tx_blocked(it->conn)));
 		}

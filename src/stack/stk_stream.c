@@ -25,6 +25,7 @@
 #define HUP_GRACE_NS 20000000ull    /* kernel EOF before FIN: wait this for the FIN */
 #define SLEEP_MIN_NS 20000ull       /* no wait fd: back-off from 20 µs ... */
 #define SLEEP_MAX_NS 1000000ull     /* ... to 1 ms */
+#define STARVE_RETRY_NS 50000ull    /* provider had no room: say POLLOUT again after this */
 
 /* Connections by slot. Readers (delivery) load without a lock; writers hold
  * table_lock; a slot is reused only after stk_fab_quiesce(). */
@@ -452,6 +453,22 @@ static int post_control(struct stk_conn *conn, uint16_t flags, bool tracked)
 	}
 }
 
+/* A non-blocking send returns short while the peer still grants credit: the
+ * provider's queue was full. Tell epoll (its items then poll us until a retry
+ * is due: see stk_poll_events). */
+static void starve(struct stk_conn *conn)
+{
+	pthread_mutex_lock(&conn->lock);
+	bool starved = conn->tx_credits > 0 && !conn->reset;
+	if (starved) {
+		conn->tx_starved = true;
+		conn->starved_at = now_ns();
+	}
+	pthread_mutex_unlock(&conn->lock);
+	if (starved)
+		stk_ready_notify(&conn->watch);
+}
+
 /* ---- blocking waits of data calls: SO_RCVTIMEO/SO_SNDTIMEO and signals ---- */
 
 /* The state of one blocking send or recv, set up at its first wait. Signals are
@@ -617,6 +634,7 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 				}
 				conn->tx_credits -= chunk;
 				conn->bytes_tx += chunk;
+				conn->tx_starved = false;
 				sent += chunk;
 			}
 		}
@@ -625,8 +643,10 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 			return (ssize_t)sent;
 		if (err)
 			return sent ? (ssize_t)sent : err;
-		if (nonblock && sent)
+		if (nonblock && sent) {
+			starve(conn);
 			return (ssize_t)sent;
+		}
 		progress(conn);
 		if (nonblock) {
 			/* Credit is ours to give; a provider's -EAGAIN (queue full, peer
@@ -635,8 +655,12 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 			pthread_mutex_lock(&conn->lock);
 			bool credit = conn->tx_credits > 0;
 			pthread_mutex_unlock(&conn->lock);
-			if (!credit || retried++ >= 200)
+			if (!credit)
 				return -EAGAIN;
+			if (retried++ >= 200) {
+				starve(conn);
+				return -EAGAIN;
+			}
 			cpu_relax();
 			continue;
 		}
@@ -747,7 +771,7 @@ bool stk_conn_tx_blocked(struct stk_conn *conn)
 	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
 	pthread_mutex_lock(&conn->lock);
 	bool blocked = fab && conn->tx_credits > 0 && !conn->reset && !conn->fin_sent &&
-		       !conn->peer_closed && !stk_fab_tx_available(fab);
+		       !conn->peer_closed && (conn->tx_starved || !stk_fab_tx_available(fab));
 	pthread_mutex_unlock(&conn->lock);
 	return blocked;
 }
@@ -879,8 +903,17 @@ short stk_poll_events(struct stk_conn *conn)
 		ev |= POLLIN;
 	if (conn->fin_rcvd)
 		ev |= POLLRDHUP;
-	if (conn->reset || conn->peer_closed || conn->fin_sent ||
-	    (conn->fab && conn->tx_credits > 0 && stk_fab_tx_available(conn->fab)))
+	bool room = conn->fab && conn->tx_credits > 0 && stk_fab_tx_available(conn->fab);
+	if (room && __builtin_expect(conn->tx_starved, 0)) {
+		if (now_ns() - conn->starved_at < STARVE_RETRY_NS)
+			room = false;
+		else { /* worth a retry: a change (an EPOLLET edge), as room coming back */
+			conn->tx_starved = false;
+			__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
+			changed(conn);
+		}
+	}
+	if (conn->reset || conn->peer_closed || conn->fin_sent || room)
 		ev |= POLLOUT;
 	if (conn->reset || (conn->fin_rcvd && conn->fin_sent))
 		ev |= POLLHUP;

@@ -65,6 +65,11 @@ struct stk_conn {
 	bool fin_sent;            /* SHUT_WR done */
 	bool close_sent;
 	int tx_outstanding;       /* atomic: registered sends not completed yet */
+	/* a non-blocking send stopped with credit left: the provider had no room.
+	 * Room comes back without a message for us, so POLLOUT is withheld until a
+	 * retry is due (STK_STARVE_RETRY_NS later) and epoll keeps polling it. */
+	bool tx_starved;
+	uint64_t starved_at;
 
 	/* protected by lock: receive side */
 	uint32_t rx_seq;
