@@ -109,7 +109,7 @@ static void rdl_append(struct stk_epoll *ep, struct ep_item *it)
 		ep->rd_first = it;
 	ep->rd_last = it;
 	it->on_rdl = true;
-	ep->rd_count++;
+	__atomic_store_n(&ep->rd_count, ep->rd_count + 1, __ATOMIC_RELAXED); /* read unlocked */
 }
 
 static void rdl_unlink(struct stk_epoll *ep, struct ep_item *it)
@@ -125,7 +125,7 @@ static void rdl_unlink(struct stk_epoll *ep, struct ep_item *it)
 	else
 		ep->rd_last = it->rd_prev;
 	it->on_rdl = false;
-	ep->rd_count--;
+	__atomic_store_n(&ep->rd_count, ep->rd_count - 1, __ATOMIC_RELAXED);
 }
 
 /* Queue an item (any thread, no lock held but the watch lock), then tell the
