@@ -136,10 +136,14 @@ void stk_accel_first_write(struct stk_sock *sock, int fd)
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t total = 0;
+	int last = iovcnt - 1; /* MSG_OOB: only the call's last byte is urgent */
+	while (last > 0 && iov[last].iov_len == 0)
+		last--;
 	for (int i = 0; i < iovcnt; i++) {
 		if (iov[i].iov_len == 0)
 			continue;
-		ssize_t n = stk_send(sock->conn, iov[i].iov_base, iov[i].iov_len, flags);
+		int f = i == last ? flags : flags & ~MSG_OOB;
+		ssize_t n = stk_send(sock->conn, iov[i].iov_base, iov[i].iov_len, f);
 		if (n < 0)
 			return total ? total : n;
 		total += n;

@@ -505,12 +505,14 @@ void stk_epoll_destroy(struct stk_epoll *ep)
 	/* outer sets that hold this one forget it (as the kernel does on close) */
 	while (remove_one_watcher(&ep->watch))
 		;
-	pthread_mutex_unlock(&registry_lock);
+	/* our items leave their watcher lists; still under registry_lock, so a
+	 * concurrent stk_epoll_conn_closed cannot reach this set afterwards */
 	pthread_mutex_lock(&ep->lock);
 	for (unsigned fd = 0; fd < ep->by_fd_cap; fd++)
 		if (ep->by_fd[fd])
 			remove_item(ep, ep->by_fd[fd]);
 	pthread_mutex_unlock(&ep->lock);
+	pthread_mutex_unlock(&registry_lock);
 	if (ep->expose_fd >= 0)
 		stk_sys.close(ep->expose_fd);
 	stk_sys.close(ep->priv);
