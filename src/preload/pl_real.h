@@ -49,6 +49,8 @@
 	X(int, dup2, (int fd, int fd2), (fd, fd2)) \
 	X(int, dup3, (int fd, int fd2, int flags), (fd, fd2, flags)) \
 	X(int, shutdown, (int fd, int how), (fd, how)) \
+	X(int, getsockopt, (int fd, int level, int name, void *val, socklen_t *len), \
+	  (fd, level, name, val, len)) \
 	X(ssize_t, read, (int fd, void *buf, size_t len), (fd, buf, len)) \
 	X(ssize_t, readv, (int fd, const struct iovec *iov, int iovcnt), (fd, iov, iovcnt)) \
 	X(ssize_t, write, (int fd, const void *buf, size_t len), (fd, buf, len)) \
@@ -99,8 +101,6 @@
 #define PL_SYMBOLS_PASS(X, XO) \
 	X(int, socketpair, (int domain, int type, int protocol, int sv[2]), \
 	  (domain, type, protocol, sv)) \
-	X(int, getsockopt, (int fd, int level, int name, void *val, socklen_t *len), \
-	  (fd, level, name, val, len)) \
 	X(int, setsockopt, (int fd, int level, int name, const void *val, socklen_t len), \
 	  (fd, level, name, val, len)) \
 	X(int, getsockname, (int fd, __SOCKADDR_ARG addr, socklen_t *len), (fd, addr, len)) \

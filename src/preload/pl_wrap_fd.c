@@ -4,16 +4,32 @@
 #include "config.h"
 #include "preload/pl_wrap.h"
 #include "stack/stk_accel.h"
+#include "stack/stk_ready.h"
 #include "stack/stk_sock.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+
+/* fd is about to be closed, by close or by dup2/dup3 over it. */
+static void before_close(struct stk_sock *sock, int fd)
+{
+	if (sock->conn || !sock->strip_pending)
+		return;
+	int saved_errno = errno;
+	pl_enter();
+	stk_accel_before_close(sock, fd);
+	pl_leave();
+	errno = saved_errno;
+}
 
 PL_EXPORT int close(int fd)
 {
-	if (!pl_guarded() && pl_fdtab_get(&pl_fdtab, fd)) {
+	struct stk_sock *tracked = pl_tracked(fd);
+	if (tracked) {
+		before_close(tracked, fd);
 		int saved_errno = errno;
 		struct stk_sock *sock = pl_fdtab_take(&pl_fdtab, fd);
 		if (sock) {
@@ -42,8 +58,17 @@ PL_EXPORT int dup(int fd)
 	return newfd;
 }
 
+/* dup2/dup3 silently close fd2 first. */
+static void before_dup_over(int fd, int fd2)
+{
+	struct stk_sock *sock = fd != fd2 ? pl_tracked(fd2) : NULL;
+	if (sock)
+		before_close(sock, fd2);
+}
+
 PL_EXPORT int dup2(int fd, int fd2)
 {
+	before_dup_over(fd, fd2);
 	int newfd = PL_REAL(dup2)(fd, fd2);
 	after_dup(fd, newfd);
 	return newfd;
@@ -51,6 +76,7 @@ PL_EXPORT int dup2(int fd, int fd2)
 
 PL_EXPORT int dup3(int fd, int fd2, int flags)
 {
+	before_dup_over(fd, fd2);
 	int newfd = PL_REAL(dup3)(fd, fd2, flags);
 	after_dup(fd, newfd);
 	return newfd;
@@ -97,8 +123,13 @@ PL_EXPORT int ioctl(int fd, unsigned long request, ...)
 	va_end(ap);
 	struct stk_sock *sock = pl_tracked(fd);
 	if (sock && sock->conn) {
-		if (request == FIONREAD) {
-			*(int *)arg = stk_accel_readable(sock);
+		if (request == FIONREAD || request == SIOCATMARK) {
+			if (stk_ready_bad_user_range(arg, sizeof(int)))
+				return errno = EFAULT, -1; /* as the kernel, not a SIGSEGV */
+			pl_enter();
+			*(int *)arg = request == FIONREAD ? stk_accel_readable(sock)
+							  : stk_accel_atmark(sock);
+			pl_leave();
 			return 0;
 		}
 		if (request == FIONBIO && arg) /* and the kernel fd's flag below */

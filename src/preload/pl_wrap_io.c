@@ -155,7 +155,7 @@ static ssize_t recvmsg_accel(struct stk_sock *sock, struct msghdr *msg, int flag
 	if (ret >= 0) {
 		msg->msg_namelen = 0;
 		msg->msg_controllen = 0;
-		msg->msg_flags = 0;
+		msg->msg_flags = flags & MSG_OOB; /* as Linux marks an urgent byte */
 	}
 	return ret;
 }

@@ -174,3 +174,21 @@ void pl_decide_sender(int fd, const void *dest, socklen_t dest_len)
 	    (remote->sa_family == AF_INET || remote->sa_family == AF_INET6))
 		pl_decide(fd, sock, STK_ROLE_UDP_SENDER, NULL, remote);
 }
+
+/* SO_ERROR of an accelerated socket is the connection's, reported once like
+ * the kernel's (the kernel socket's own is taken too, so neither lingers). */
+PL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	int ret = PL_REAL(getsockopt)(fd, level, name, val, len);
+	if (ret != 0 || level != SOL_SOCKET || name != SO_ERROR || *len < sizeof(int))
+		return ret;
+	struct stk_sock *sock = pl_tracked(fd);
+	if (sock && sock->conn) {
+		int saved_errno = errno;
+		pl_enter();
+		*(int *)val = stk_accel_so_error(sock, *(int *)val);
+		pl_leave();
+		errno = saved_errno;
+	}
+	return ret;
+}

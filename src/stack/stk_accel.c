@@ -136,10 +136,14 @@ void stk_accel_first_write(struct stk_sock *sock, int fd)
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t total = 0;
+	int last = iovcnt - 1; /* MSG_OOB: only the call's last byte is urgent */
+	while (last > 0 && iov[last].iov_len == 0)
+		last--;
 	for (int i = 0; i < iovcnt; i++) {
 		if (iov[i].iov_len == 0)
 			continue;
-		ssize_t n = stk_send(sock->conn, iov[i].iov_base, iov[i].iov_len, flags);
+		int f = i == last ? flags : flags & ~MSG_OOB;
+		ssize_t n = stk_send(sock->conn, iov[i].iov_base, iov[i].iov_len, f);
 		if (n < 0)
 			return total ? total : n;
 		total += n;
@@ -254,6 +258,33 @@ int stk_accel_readable(struct stk_sock *sock)
 {
 	size_t n = stk_conn_readable(sock->conn);
 	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+int stk_accel_atmark(struct stk_sock *sock)
+{
+	return stk_conn_atmark(sock->conn);
+}
+
+int stk_accel_so_error(struct stk_sock *sock, int kernel_err)
+{
+	struct stk_conn *conn = sock->conn;
+	/* The kernel saw the connection end: let the stack decide how first. */
+	if (kernel_err)
+		stk_conn_check_liveness(conn);
+	int err = stk_conn_take_error(conn);
+	if (err || !kernel_err)
+		return err;
+	/* a reset the app already saw through recv/send: taken, as the kernel */
+	return (stk_poll_events(conn) & POLLERR) ? 0 : kernel_err;
+}
+
+void stk_accel_before_close(struct stk_sock *sock, int fd)
+{
+	if (sock->conn || !sock->strip_pending)
+		return;
+	/* as after the app's first write: strip, never answer (we are leaving) */
+	if (stk_nego_strip_late_hello(fd, true) != -EAGAIN)
+		sock->strip_pending = false;
 }
 
 void stk_accel_set_nonblock(struct stk_sock *sock, bool nonblock)

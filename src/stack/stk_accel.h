@@ -59,8 +59,18 @@ ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovc
 ssize_t stk_accel_recvv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
 ssize_t stk_accel_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, size_t count);
 int stk_accel_shutdown(struct stk_sock *sock, int how);
-/* FIONREAD. */
+/* FIONREAD / SIOCINQ. */
 int stk_accel_readable(struct stk_sock *sock);
+/* SIOCATMARK. */
+int stk_accel_atmark(struct stk_sock *sock);
+/* getsockopt(SO_ERROR): kernel_err is what the kernel socket just returned (and
+ * cleared); the result is the error the app must see: the connection's reset
+ * once (then 0, as the kernel), else kernel_err. */
+int stk_accel_so_error(struct stk_sock *sock, int kernel_err);
+/* The app's fd for sock is about to be closed (close, or dup2/dup3 over it)
+ * while the socket stays on the kernel: remove a late HELLO still unread, or
+ * the kernel would answer the peer with RST instead of FIN. Never waits. */
+void stk_accel_before_close(struct stk_sock *sock, int fd);
 /* Close the connection (called with the last reference). */
 void stk_accel_close(struct stk_sock *sock);
 

@@ -26,17 +26,34 @@
 #define HARVEST_MAX 64
 #define LIVENESS_EVERY 32u
 
+/* Locks, in the order they nest (never the other way):
+ *   registry_lock → ep->lock (outer set before inner set) → connection lock →
+ *   watch spin lock (connection's, then inner set's, then outer set's) →
+ *   ep->rdl spin lock.
+ * ep->lock serialises ctl and scans of one set and owns the items' settings;
+ * the spin locks guard only list links (held for a few instructions, never
+ * across a call into the stream), so a delivery in any thread can queue an
+ * item while a scan of its set is running. */
+
 struct ep_item {
+	struct stk_epoll *ep;       /* the set holding the item */
 	int fd;                     /* the app's fd number (the key, as the kernel's) */
 	struct stk_conn *conn;      /* accelerated socket, or NULL ... */
 	struct stk_epoll *inner;    /* ... a nested set */
 	int live_fd;                /* registered in P (liveness channel), or -1 */
+	/* protected by ep->lock */
 	uint32_t events;            /* as the app gave them (flags included) */
 	epoll_data_t data;
 	bool disabled;              /* EPOLLONESHOT fired, waiting for MOD */
 	bool fab_known;             /* its fabric is in ep->fabs */
 	uint64_t gen;               /* EPOLLET: generation at the last evaluation */
 	uint32_t last_ev;           /* EPOLLET: events at the last evaluation */
+	/* protected by ep->rdl: the ready list */
+	struct ep_item *rd_prev, *rd_next;
+	bool on_rdl;
+	bool notified;              /* a change arrived since the scan took it */
+	/* protected by the watched object's watch lock */
+	struct ep_item *w_prev, *w_next;
 };
 
 struct stk_epoll {
@@ -46,20 +63,144 @@ struct stk_epoll {
 	/* protected by lock */
 	int expose_fd;              /* eventfd in E, or -1 */
 	bool expose_set;
-	struct ep_item *items;
-	unsigned n, cap;
-	unsigned cursor;            /* rotation: the scan starts here */
+	struct ep_item **by_fd;     /* items by the app's fd number */
+	unsigned by_fd_cap, n;
 	struct stk_ready_fabs fabs; /* fabrics of the items (wait fds are in P) */
+	/* the ready list: items that may report (kernel order: in the order they
+	 * became ready; a level-triggered item that reported goes to the back) */
+	int rdl;                    /* spin lock */
+	struct ep_item *rd_first, *rd_last;
+	unsigned rd_count;
+	/* outer sets' items watching this set */
+	struct stk_ready_watch watch;
 	/* atomic */
 	unsigned turn;              /* fairness: which side fills first */
 	/* protected by registry_lock */
 	struct stk_epoll *next;
 };
 
-/* Every object, for close() of a connection (rare) and nesting clean-up. Never
- * taken on the wait path. */
+/* Every object: destroy and close of a connection hold registry_lock so that
+ * the sets they visit cannot be destroyed under them. Never taken on the wait
+ * path. */
 static struct stk_epoll *registry;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void spin_lock(int *l)
+{
+	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(l, __ATOMIC_RELAXED))
+			stk_ready_cpu_relax();
+}
+
+static void spin_unlock(int *l)
+{
+	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
+/* ---- the ready list (ep->rdl held) ---- */
+
+static void rdl_append(struct stk_epoll *ep, struct ep_item *it)
+{
+	it->rd_next = NULL;
+	it->rd_prev = ep->rd_last;
+	if (ep->rd_last)
+		ep->rd_last->rd_next = it;
+	else
+		ep->rd_first = it;
+	ep->rd_last = it;
+	it->on_rdl = true;
+	__atomic_store_n(&ep->rd_count, ep->rd_count + 1, __ATOMIC_RELAXED); /* read unlocked */
+}
+
+static void rdl_unlink(struct stk_epoll *ep, struct ep_item *it)
+{
+	if (!it->on_rdl)
+		return;
+	if (it->rd_prev)
+		it->rd_prev->rd_next = it->rd_next;
+	else
+		ep->rd_first = it->rd_next;
+	if (it->rd_next)
+		it->rd_next->rd_prev = it->rd_prev;
+	else
+		ep->rd_last = it->rd_prev;
+	it->on_rdl = false;
+	__atomic_store_n(&ep->rd_count, ep->rd_count - 1, __ATOMIC_RELAXED);
+}
+
+/* Queue an item (any thread, no lock held but the watch lock), then tell the
+ * sets that hold its set. */
+static void enqueue(struct ep_item *it)
+{
+	struct stk_epoll *ep = it->ep;
+	spin_lock(&ep->rdl);
+	it->notified = true;
+	if (!it->on_rdl)
+		rdl_append(ep, it);
+	spin_unlock(&ep->rdl);
+	stk_ready_notify(&ep->watch);
+}
+
+void stk_ready_notify(struct stk_ready_watch *w)
+{
+	if (!__atomic_load_n(&w->first, __ATOMIC_ACQUIRE))
+		return;
+	spin_lock(&w->lock);
+	for (struct ep_item *it = w->first; it; it = it->w_next)
+		enqueue(it);
+	spin_unlock(&w->lock);
+}
+
+static struct stk_ready_watch *watch_of(struct ep_item *it)
+{
+	return it->conn ? stk_ready_ops.watch(it->conn) : &it->inner->watch;
+}
+
+static void watch_link(struct ep_item *it)
+{
+	struct stk_ready_watch *w = watch_of(it);
+	spin_lock(&w->lock);
+	struct ep_item *first = w->first;
+	it->w_prev = NULL;
+	it->w_next = first;
+	if (first)
+		first->w_prev = it;
+	__atomic_store_n(&w->first, it, __ATOMIC_RELEASE);
+	spin_unlock(&w->lock);
+}
+
+/* Unlink; returns true when another item of the same set still watches the
+ * same object (the same socket under two fds: its liveness fd stays in P). */
+static bool watch_unlink(struct ep_item *it)
+{
+	struct stk_ready_watch *w = watch_of(it);
+	spin_lock(&w->lock);
+	if (it->w_prev)
+		it->w_prev->w_next = it->w_next;
+	else
+		__atomic_store_n(&w->first, it->w_next, __ATOMIC_RELEASE);
+	if (it->w_next)
+		it->w_next->w_prev = it->w_prev;
+	bool shared = false;
+	for (struct ep_item *o = w->first; o && !shared; o = o->w_next)
+		shared = o->ep == it->ep;
+	spin_unlock(&w->lock);
+	return shared;
+}
+
+/* Does another item of ep already watch the object of it (before linking)? */
+static bool watched_by(struct stk_epoll *ep, struct ep_item *it)
+{
+	struct stk_ready_watch *w = watch_of(it);
+	bool found = false;
+	spin_lock(&w->lock);
+	for (struct ep_item *o = w->first; o && !found; o = o->w_next)
+		found = o->ep == ep;
+	spin_unlock(&w->lock);
+	return found;
+}
+
+/* ---- objects ---- */
 
 static int sys_ctl(int epfd, int op, int fd, uint32_t events, uint64_t tag)
 {
@@ -116,10 +257,23 @@ int stk_epoll_fd(const struct stk_epoll *ep)
 
 static struct ep_item *find(struct stk_epoll *ep, int fd)
 {
-	for (unsigned i = 0; i < ep->n; i++)
-		if (ep->items[i].fd == fd)
-			return &ep->items[i];
-	return NULL;
+	return fd >= 0 && (unsigned)fd < ep->by_fd_cap ? ep->by_fd[fd] : NULL;
+}
+
+static int reserve(struct stk_epoll *ep, int fd)
+{
+	if ((unsigned)fd < ep->by_fd_cap)
+		return 0;
+	unsigned cap = ep->by_fd_cap ? ep->by_fd_cap : 64;
+	while (cap <= (unsigned)fd)
+		cap *= 2;
+	struct ep_item **a = realloc(ep->by_fd, cap * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	memset(a + ep->by_fd_cap, 0, (cap - ep->by_fd_cap) * sizeof(*a));
+	ep->by_fd = a;
+	ep->by_fd_cap = cap;
+	return 0;
 }
 
 static void note_fab(struct stk_epoll *ep, struct ep_item *it)
@@ -143,21 +297,33 @@ static void note_fab(struct stk_epoll *ep, struct ep_item *it)
 	}
 }
 
-/* Remove item i (lock held), unregistering what it put in P. */
-static void remove_item(struct stk_epoll *ep, unsigned i)
+/* Remove and free an item (lock held), unregistering what it put in P. */
+static void remove_item(struct stk_epoll *ep, struct ep_item *it)
 {
-	struct ep_item *it = &ep->items[i];
-	if (it->conn && it->live_fd >= 0) {
-		bool shared = false;
-		for (unsigned j = 0; j < ep->n; j++)
-			if (j != i && ep->items[j].conn == it->conn)
-				shared = true;
-		if (!shared)
-			sys_ctl(ep->priv, EPOLL_CTL_DEL, it->live_fd, 0, 0);
-	}
+	spin_lock(&ep->rdl);
+	rdl_unlink(ep, it);
+	spin_unlock(&ep->rdl);
+	bool shared = watch_unlink(it);
+	if (it->conn && it->live_fd >= 0 && !shared)
+		sys_ctl(ep->priv, EPOLL_CTL_DEL, it->live_fd, 0, 0);
 	if (it->inner)
 		sys_ctl(ep->priv, EPOLL_CTL_DEL, it->inner->priv, 0, 0);
-	ep->items[i] = ep->items[--ep->n];
+	ep->by_fd[it->fd] = NULL;
+	ep->n--;
+	free(it);
+}
+
+static uint32_t item_events(struct ep_item *it, uint64_t *gen);
+
+/* After ADD or MOD (lock held): queue the item when it is ready now, as the
+ * kernel's ep_insert / ep_modify do (its later changes queue it themselves). */
+static void queue_if_ready(struct ep_item *it)
+{
+	uint64_t gen;
+	if (it->disabled)
+		return;
+	if (item_events(it, &gen) || (it->conn && !it->fab_known))
+		enqueue(it);
 }
 
 static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *conn,
@@ -183,40 +349,46 @@ static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *con
 			ret = -EEXIST;
 			break;
 		}
-		if (ep->n == ep->cap) {
-			unsigned cap = ep->cap ? ep->cap * 2 : 16;
-			struct ep_item *items = realloc(ep->items, cap * sizeof(*items));
-			if (!items) {
-				ret = -ENOMEM;
-				break;
-			}
-			ep->items = items;
-			ep->cap = cap;
+		if (fd < 0) {
+			ret = -EBADF;
+			break;
 		}
-		struct ep_item item = {
-			.fd = fd, .conn = conn, .inner = inner, .live_fd = -1,
+		ret = reserve(ep, fd);
+		if (ret)
+			break;
+		it = calloc(1, sizeof(*it));
+		if (!it) {
+			ret = -ENOMEM;
+			break;
+		}
+		*it = (struct ep_item){
+			.ep = ep, .fd = fd, .conn = conn, .inner = inner, .live_fd = -1,
 			.events = events, .data = ev->data,
 		};
 		if (conn) {
 			int lf = stk_ready_ops.liveness_fd(conn);
-			if (lf >= 0) {
+			if (lf >= 0 && !watched_by(ep, it)) {
 				/* edge-triggered: a socket at EOF must not wake every sleep */
 				ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, lf,
 					      EPOLLIN | EPOLLRDHUP | EPOLLET, (uintptr_t)conn);
-				if (ret == -EEXIST) /* the same connection under another fd */
+				if (ret == -EEXIST)
 					ret = 0;
-				if (ret)
-					break;
-				item.live_fd = lf;
 			}
+			if (lf >= 0 && !ret)
+				it->live_fd = lf;
 		} else if (inner) {
 			ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, inner->priv, EPOLLIN | EPOLLET,
 				      (uintptr_t)inner | 1u);
-			if (ret)
-				break;
 		}
-		ep->items[ep->n++] = item;
-		note_fab(ep, &ep->items[ep->n - 1]);
+		if (ret) {
+			free(it);
+			break;
+		}
+		ep->by_fd[fd] = it;
+		ep->n++;
+		watch_link(it);
+		note_fab(ep, it);
+		queue_if_ready(it);
 		break;
 	}
 	case EPOLL_CTL_MOD:
@@ -232,13 +404,14 @@ static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *con
 		it->data = ev->data;
 		it->disabled = false;
 		it->last_ev = 0; /* re-armed: an edge is reported again if ready */
+		queue_if_ready(it);
 		break;
 	case EPOLL_CTL_DEL:
 		if (!it) {
 			ret = -ENOENT;
 			break;
 		}
-		remove_item(ep, (unsigned)(it - ep->items));
+		remove_item(ep, it);
 		break;
 	}
 	pthread_mutex_unlock(&ep->lock);
@@ -296,6 +469,30 @@ static void expose_update(struct stk_epoll *ep, bool pending)
 	}
 }
 
+/* Remove from its set, under that set's lock, one item watching w (registry_lock
+ * held, so the set cannot be destroyed meanwhile). False when none is left. */
+static bool remove_one_watcher(struct stk_ready_watch *w)
+{
+	spin_lock(&w->lock);
+	struct ep_item *first = w->first;
+	struct stk_epoll *set = first ? first->ep : NULL;
+	spin_unlock(&w->lock);
+	if (!set)
+		return false;
+	pthread_mutex_lock(&set->lock);
+	/* under set->lock its items stay put: find one of them again */
+	struct ep_item *it = NULL;
+	spin_lock(&w->lock);
+	for (struct ep_item *o = w->first; o && !it; o = o->w_next)
+		if (o->ep == set)
+			it = o;
+	spin_unlock(&w->lock);
+	if (it)
+		remove_item(set, it);
+	pthread_mutex_unlock(&set->lock);
+	return true;
+}
+
 void stk_epoll_destroy(struct stk_epoll *ep)
 {
 	pthread_mutex_lock(&registry_lock);
@@ -306,38 +503,32 @@ void stk_epoll_destroy(struct stk_epoll *ep)
 		}
 	}
 	/* outer sets that hold this one forget it (as the kernel does on close) */
-	for (struct stk_epoll *o = registry; o; o = o->next) {
-		pthread_mutex_lock(&o->lock);
-		for (unsigned i = 0; i < o->n;) {
-			if (o->items[i].inner == ep)
-				remove_item(o, i);
-			else
-				i++;
-		}
-		pthread_mutex_unlock(&o->lock);
-	}
+	while (remove_one_watcher(&ep->watch))
+		;
+	/* our items leave their watcher lists; still under registry_lock, so a
+	 * concurrent stk_epoll_conn_closed cannot reach this set afterwards */
+	pthread_mutex_lock(&ep->lock);
+	for (unsigned fd = 0; fd < ep->by_fd_cap; fd++)
+		if (ep->by_fd[fd])
+			remove_item(ep, ep->by_fd[fd]);
+	pthread_mutex_unlock(&ep->lock);
 	pthread_mutex_unlock(&registry_lock);
 	if (ep->expose_fd >= 0)
 		stk_sys.close(ep->expose_fd);
 	stk_sys.close(ep->priv);
 	pthread_mutex_destroy(&ep->lock);
-	free(ep->items);
+	free(ep->by_fd);
 	free(ep);
 }
 
 void stk_epoll_conn_closed(struct stk_conn *conn)
 {
+	struct stk_ready_watch *w = stk_ready_ops.watch(conn);
+	if (!__atomic_load_n(&w->first, __ATOMIC_ACQUIRE))
+		return;
 	pthread_mutex_lock(&registry_lock);
-	for (struct stk_epoll *ep = registry; ep; ep = ep->next) {
-		pthread_mutex_lock(&ep->lock);
-		for (unsigned i = 0; i < ep->n;) {
-			if (ep->items[i].conn == conn)
-				remove_item(ep, i);
-			else
-				i++;
-		}
-		pthread_mutex_unlock(&ep->lock);
-	}
+	while (remove_one_watcher(w))
+		;
 	pthread_mutex_unlock(&registry_lock);
 }
 
@@ -366,22 +557,97 @@ static bool is_edge(const struct ep_item *it, uint32_t r, uint64_t gen)
 	return r && (gen != it->gen || (r & ~it->last_ev));
 }
 
-/* Would a wait on inner report something (lock order: outer, then inner)? Also
- * asked of a set itself (no lock held) before it sleeps. */
+/* Nested sets the scan reported in one collect: the kernel reports the same
+ * nested epoll fd when its kernel part is ready, and a set must list an fd once. */
+#define INNER_SEEN_MAX 8
+struct inner_seen {
+	unsigned n;                 /* > INNER_SEEN_MAX: too many to filter */
+	uint64_t data[INNER_SEEN_MAX];
+};
+
+/* Walk the ready list (lock held): at most the items queued when it starts,
+ * each evaluated without any spin lock held. report: fill evs (up to max),
+ * update edge and one-shot state, send level-triggered reporters to the back.
+ * !report (max 0): stop at the first item that would report, leave it. Items
+ * that would not report leave the list, unless a change arrived meanwhile or
+ * they wait for provider room. Returns the count (report) or 1/0 (pending). */
+static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bool report,
+		      struct inner_seen *seen)
+{
+	int cnt = 0;
+	spin_lock(&ep->rdl);
+	struct ep_item *it = ep->rd_first;
+	unsigned todo = ep->rd_count;
+	spin_unlock(&ep->rdl);
+	for (; it && todo; todo--) {
+		if (report && cnt == max)
+			break;
+		spin_lock(&ep->rdl);
+		struct ep_item *next = it->rd_next;
+		it->notified = false;
+		spin_unlock(&ep->rdl);
+		bool fire = false, keep = false;
+		uint32_t r = 0;
+		if (!it->disabled) {
+			note_fab(ep, it);
+			uint64_t gen;
+			r = item_events(it, &gen);
+			if (it->events & EPOLLET) {
+				fire = is_edge(it, r, gen);
+				if (report) {
+					it->gen = gen;
+					it->last_ev = r;
+				}
+			} else {
+				fire = r != 0;
+			}
+			/* no message will announce provider room: poll such items */
+			keep = it->conn && (!it->fab_known ||
+					    ((it->events & EPOLLOUT) && !(r & EPOLLOUT) &&
+					     stk_ready_ops.tx_blocked &&
+					     stk_ready_ops.tx_blocked(it->conn)));
+		}
+		if (fire && !report)
+			return 1;
+		if (fire) {
+			evs[cnt].events = r;
+			evs[cnt].data = it->data;
+			cnt++;
+			if (it->inner) {
+				if (seen->n < INNER_SEEN_MAX)
+					seen->data[seen->n] = it->data.u64;
+				seen->n++;
+			}
+			if (it->events & EPOLLONESHOT)
+				it->disabled = true;
+			else if (!(it->events & EPOLLET))
+				keep = true; /* level: still ready until consumed */
+		}
+		spin_lock(&ep->rdl);
+		if (keep || (it->notified && !it->disabled)) {
+			rdl_unlink(ep, it);
+			rdl_append(ep, it);
+		} else {
+			rdl_unlink(ep, it);
+		}
+		spin_unlock(&ep->rdl);
+		it = next;
+	}
+	return cnt;
+}
+
+/* Would a wait on inner report something (lock order: outer, then inner)? */
 static bool inner_pending(struct stk_epoll *inner)
 {
-	bool pending = false;
 	pthread_mutex_lock(&inner->lock);
-	for (unsigned i = 0; i < inner->n && !pending; i++) {
-		struct ep_item *it = &inner->items[i];
-		if (it->disabled)
-			continue;
-		uint64_t gen;
-		uint32_t r = item_events(it, &gen);
-		pending = (it->events & EPOLLET) ? is_edge(it, r, gen) : r != 0;
-	}
+	bool pending = walk_ready(inner, NULL, 0, false, NULL) > 0;
 	pthread_mutex_unlock(&inner->lock);
 	return pending;
+}
+
+static bool ready_nonempty(struct stk_epoll *ep)
+{
+	return __atomic_load_n(&ep->rd_count, __ATOMIC_RELAXED) != 0;
 }
 
 /* P said something: run the liveness checks it asks for (lock held). */
@@ -404,60 +670,17 @@ static void harvest_priv(struct stk_epoll *ep)
 	}
 }
 
-/* Nested sets the scan reported in one collect: the kernel reports the same
- * nested epoll fd when its kernel part is ready, and a set must list an fd once. */
-#define INNER_SEEN_MAX 8
-struct inner_seen {
-	unsigned n;                 /* > INNER_SEEN_MAX: too many to filter */
-	uint64_t data[INNER_SEEN_MAX];
-};
-
-/* Scan the accelerated items from the rotation cursor (lock held). */
+/* Drive the fabrics of the set (their deliveries queue items), then report
+ * from the ready list (lock held). */
 static int scan_accel(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		      struct inner_seen *seen)
 {
-	int cnt = 0;
-	bool pending = false;
-	unsigned n = ep->n;
-	unsigned start = n ? ep->cursor % n : 0, last = start;
-	for (unsigned j = 0; j < n; j++) {
-		unsigned idx = (start + j) % n;
-		struct ep_item *it = &ep->items[idx];
-		if (it->disabled)
-			continue;
-		note_fab(ep, it);
-		if (cnt == max) {
-			pending = true; /* maybe: the rest is reported next time */
-			break;
-		}
-		uint64_t gen;
-		uint32_t r = item_events(it, &gen);
-		bool report;
-		if (it->events & EPOLLET) {
-			report = is_edge(it, r, gen);
-			it->gen = gen;
-			it->last_ev = r;
-		} else {
-			report = r != 0;
-		}
-		if (!report)
-			continue;
-		evs[cnt].events = r;
-		evs[cnt].data = it->data;
-		cnt++;
-		if (it->inner) {
-			if (seen->n < INNER_SEEN_MAX)
-				seen->data[seen->n] = it->data.u64;
-			seen->n++;
-		}
-		last = idx;
-		if (it->events & EPOLLONESHOT)
-			it->disabled = true;
-		else if (!(it->events & EPOLLET))
-			pending = true; /* level: still ready until consumed */
-	}
-	if (cnt)
-		ep->cursor = last + 1;
+	for (unsigned i = 0; i < ep->fabs.n; i++)
+		stk_ready_ops.progress(ep->fabs.fab[i]);
+	int cnt = walk_ready(ep, evs, max, true, seen);
+	spin_lock(&ep->rdl);
+	bool pending = ep->rd_count != 0;
+	spin_unlock(&ep->rdl);
 	expose_update(ep, pending);
 	return cnt;
 }
@@ -576,7 +799,7 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		int nw = stk_ready_fabs_prepare(&wf, unused, &slice);
 		if (nw == -EAGAIN)
 			continue; /* completions pending: the next scan drains them */
-		if (nw > 0 && inner_pending(ep))
+		if (nw > 0 && ready_nonempty(ep))
 			continue; /* delivered by another thread before our trywait */
 		uint64_t now = stk_ready_now_ns();
 		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER

@@ -15,17 +15,29 @@
  * app's data values are never ambiguous — except the optional "exposure" eventfd
  * (stk_epoll_expose), tagged STK_EPOLL_EXPOSE_TAG and never returned to the app.
  *
- * Readiness of accelerated sockets is evaluated at each wait (stk_poll_events via
- * stk_ready_ops): level-triggered items are re-reported while ready; EPOLLET items
- * only on a new edge (the connection's generation moved, or an event bit appeared
- * that was absent at the previous evaluation); EPOLLONESHOT items are disabled
- * after one report until EPOLL_CTL_MOD. revents are filtered to the requested
- * events | EPOLLERR | EPOLLHUP, as the kernel does.
+ * Readiness of accelerated sockets: a READY LIST, as the kernel's. Every change of
+ * a connection that can raise a readiness bit (a delivered message, a reset, a
+ * shutdown, provider room coming back) calls stk_ready_notify on the
+ * connection's watcher list (stk_ready.h), which queues each item watching it at
+ * the back of its set's ready list (and, through the set's own watcher list,
+ * the items of sets that nest it). ADD and MOD queue an item that is ready at
+ * once. A wait drives the fabrics of the set, then evaluates only the queued
+ * items (stk_poll_events via stk_ready_ops), in queue order: O(ready), not
+ * O(registered). An item that would not report leaves the list (unless a change
+ * arrived while it was evaluated, or it waits for provider room: polled);
+ * level-triggered items that reported go to the back and are re-reported while
+ * ready; EPOLLET items report only on a new edge (the connection's generation
+ * moved, or an event bit appeared that was absent at the previous evaluation);
+ * EPOLLONESHOT items are disabled after one report until EPOLL_CTL_MOD. revents
+ * are filtered to the requested events | EPOLLERR | EPOLLHUP, as the kernel
+ * does. Items are found by fd in an array (ctl is O(1)); closing a connection
+ * or a set visits only the items watching it.
  *
- * Fairness: when both accelerated and kernel events are ready and maxevents is
- * short, successive waits alternate which side fills the array first, and the
- * accelerated scan starts after the last item reported (rotation), so neither a
- * busy accelerated socket nor a busy kernel fd starves the other.
+ * Order and fairness: accelerated items are reported in the order they became
+ * ready, a level-triggered reporter moving to the back (the kernel's rotation),
+ * so with a short maxevents every ready socket gets its turn; when both
+ * accelerated and kernel events are ready, successive waits alternate which side
+ * fills the array first.
  *
  * Waiting: see stk_ready.h (spin stk_cfg.spin_us, then sleep in the kernel; shm
  * without a wait fd: slices of 50 µs doubling to 1 ms; signals and masks exactly
@@ -35,7 +47,7 @@
  * number of threads may wait on one set concurrently (an edge-triggered or
  * one-shot report goes to one of them; level-triggered readiness may be reported
  * to several, as the kernel does); a socket may be in several sets; the lock is
- * held while the accelerated items are scanned (and while a liveness check runs,
+ * held while the ready list is walked (and while a liveness check runs,
  * ≤ 20 ms). Lock order: an outer set's lock before an inner set's lock.
  *
  * Lifetimes: the preload must call stk_epoll_conn_closed(conn) before it frees a

@@ -49,7 +49,20 @@ struct stk_fab {
 	/* protected by cq_lock: rx buffers whose repost failed with -FI_EAGAIN */
 	uint32_t repost[STK_FAB_RX_BUFS];
 	unsigned repost_count;
+	/* protected by av_lock: peer addresses already in the AV */
+	struct av_entry **av_cache;
+	unsigned av_n, av_cap;
 };
+
+/* One peer endpoint in the AV. Some providers' AVs are small (shm: 256 peers)
+ * and one peer process carries many connections: each distinct address is
+ * inserted once and its fi_addr shared by every connection to it. */
+struct av_entry {
+	size_t len;
+	fi_addr_t fi;
+	uint8_t addr[];
+};
+static pthread_mutex_t av_lock = PTHREAD_MUTEX_INITIALIZER; /* slow path: connection setup */
 
 /* protected by table_lock (slow path: opening endpoints) */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -274,16 +287,45 @@ int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *
 
 int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr_t *out)
 {
-	(void)len;
-	stk_fi_enter();
-	int ret = fi_av_insert(fab->av, addr, 1, out, 0, NULL);
-	stk_fi_leave();
-	if (ret != 1) {
-		FSK_WARN("fi_av_insert on %s: %s", fab->name,
-			 ret < 0 ? stk_fi.strerror(-ret) : "address rejected");
-		return ret < 0 ? ret : -EINVAL;
+	pthread_mutex_lock(&av_lock);
+	for (unsigned i = 0; i < fab->av_n; i++) {
+		struct av_entry *e = fab->av_cache[i];
+		if (e->len == len && memcmp(e->addr, addr, len) == 0) {
+			*out = e->fi;
+			pthread_mutex_unlock(&av_lock);
+			return 0;
+		}
 	}
-	return 0;
+	int err = 0;
+	if (fab->av_n == fab->av_cap) {
+		unsigned cap = fab->av_cap ? fab->av_cap * 2 : 16;
+		struct av_entry **a = realloc(fab->av_cache, cap * sizeof(*a));
+		if (a) {
+			fab->av_cache = a;
+			fab->av_cap = cap;
+		}
+	}
+	struct av_entry *e = fab->av_n < fab->av_cap ? malloc(sizeof(*e) + len) : NULL;
+	if (!e)
+		err = -ENOMEM;
+	if (!err) {
+		stk_fi_enter();
+		int ret = fi_av_insert(fab->av, addr, 1, &e->fi, 0, NULL);
+		stk_fi_leave();
+		if (ret != 1) {
+			FSK_WARN("fi_av_insert on %s: %s", fab->name,
+				 ret < 0 ? stk_fi.strerror(-ret) : "address rejected");
+			err = ret < 0 ? ret : -EINVAL;
+			free(e);
+		} else {
+			e->len = len;
+			memcpy(e->addr, addr, len);
+			fab->av_cache[fab->av_n++] = e;
+			*out = e->fi;
+		}
+	}
+	pthread_mutex_unlock(&av_lock);
+	return err;
 }
 
 /* ---- shared-memory regions of the shm provider ----
@@ -361,6 +403,9 @@ static void fab_close(struct stk_fab *fab)
 		stk_fi.freeinfo(fab->info);
 	if (fab->slab)
 		munmap(fab->slab, fab->slab_len);
+	for (unsigned i = 0; i < fab->av_n; i++)
+		free(fab->av_cache[i]);
+	free(fab->av_cache);
 	free(fab);
 }
 

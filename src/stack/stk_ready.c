@@ -52,6 +52,8 @@ static int fab_wait_fd(struct stk_fab *fab)
 	.wait_fd = fab_wait_fd, \
 	.trywait = stk_fab_trywait, \
 	.quiesce = stk_fab_quiesce, \
+	.watch = stk_conn_watch, \
+	.tx_blocked = stk_conn_tx_blocked, \
 }
 
 const struct stk_ready_ops stk_ready_ops_default = READY_OPS_REAL;

@@ -69,6 +69,23 @@
 struct stk_conn;
 struct stk_fab;
 
+/* Who watches a connection (or a nested epoll object): the epoll items that
+ * must hear of its changes so that epoll_wait looks only at its READY LIST
+ * (O(ready), not O(registered)). Embedded in every connection, zero-initialised,
+ * owned by stk_epoll (lock and list); the stream only calls stk_ready_notify. */
+struct stk_ready_watch {
+	int lock;        /* spin lock, held only to walk or change the list */
+	void *first;     /* stk_epoll's items; atomic: NULL = nobody watches */
+};
+
+/* Something changed for the watched object (data, credit, FIN, reset, state):
+ * put every item watching it on its set's ready list (and wake nested sets).
+ * One atomic load when nobody watches. Callable from any thread, with the
+ * connection's lock held (it takes only stk_epoll's leaf spin locks). The
+ * caller must have made the change visible first (a scan that starts after
+ * this call sees it). */
+void stk_ready_notify(struct stk_ready_watch *w);
+
 #define STK_READY_SLICE_MIN_NS 50000ull    /* 50 µs */
 #define STK_READY_SLICE_MAX_NS 1000000ull  /* 1 ms */
 #define STK_READY_FAB_MAX 8                /* distinct fabrics in one wait */
@@ -95,6 +112,13 @@ struct stk_ready_ops {
 	bool (*trywait)(struct stk_fab *fab);      /* true: safe to sleep on wait_fd */
 	/* Returns once no thread is inside a delivery that began before the call. */
 	void (*quiesce)(struct stk_fab *fab);
+	/* The connection's watcher list: its owner calls stk_ready_notify(watch)
+	 * after every change that can raise a readiness bit. */
+	struct stk_ready_watch *(*watch)(struct stk_conn *conn);
+	/* Optional (NULL: never): the connection may send (credit) but the provider
+	 * has no room; room comes back without any message for this connection, so
+	 * an epoll item waiting for EPOLLOUT stays on the ready list meanwhile. */
+	bool (*tx_blocked)(struct stk_conn *conn);
 };
 
 extern struct stk_ready_ops stk_ready_ops;

@@ -25,6 +25,7 @@
 #define HUP_GRACE_NS 20000000ull    /* kernel EOF before FIN: wait this for the FIN */
 #define SLEEP_MIN_NS 20000ull       /* no wait fd: back-off from 20 µs ... */
 #define SLEEP_MAX_NS 1000000ull     /* ... to 1 ms */
+#define STARVE_RETRY_NS 50000ull    /* provider had no room: say POLLOUT again after this */
 
 /* Connections by slot. Readers (delivery) load without a lock; writers hold
  * table_lock; a slot is reused only after stk_fab_quiesce(). */
@@ -177,18 +178,123 @@ static void ring_put(struct stk_conn *conn, const uint8_t *src, size_t len)
 	memcpy(conn->ring + tail, src, first);
 	memcpy(conn->ring, src + first, len - first);
 	conn->ring_count += len;
+	conn->rx_total += len;
 }
 
-/* Copy len bytes from offset 0 of the buffered data (does not consume). */
-static void ring_peek(const struct stk_conn *conn, uint8_t *dst, size_t len)
+/* Copy len bytes from offset off of the buffered data (does not consume). */
+static void ring_peek(const struct stk_conn *conn, size_t off, uint8_t *dst, size_t len)
 {
 	if (len == 0)
 		return;
-	size_t first = conn->ring_size - conn->ring_head;
+	size_t start = (conn->ring_head + off) % conn->ring_size;
+	size_t first = conn->ring_size - start;
 	if (first > len)
 		first = len;
-	memcpy(dst, conn->ring + conn->ring_head, first);
+	memcpy(dst, conn->ring + start, first);
 	memcpy(dst + first, conn->ring, len - first);
+}
+
+/* Stream offset of the next byte the app reads. */
+static inline uint64_t rx_pos(const struct stk_conn *conn)
+{
+	return conn->rx_total - conn->ring_count;
+}
+
+/* The app consumed n bytes (lock held): credit to give back; a read past the
+ * urgent mark ends it (Linux clears urg_data once copied_seq passes urg_seq,
+ * whether or not the urgent byte was taken). */
+static void ring_consume(struct stk_conn *conn, size_t n)
+{
+	conn->ring_head = (conn->ring_head + n) % conn->ring_size;
+	conn->ring_count -= n;
+	conn->credit_owed += n;
+	if (__builtin_expect(conn->urg != 0, 0) && rx_pos(conn) > conn->urg_seq)
+		conn->urg = 0;
+}
+
+/* ---- urgent data (only reached while a mark is pending or arrives) ---- */
+
+/* SO_OOBINLINE lives on the kernel socket (the app sets it there): read it
+ * when it matters, never on the data fast path. */
+static bool oob_inline(const struct stk_conn *conn)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+	return stk_sys.getsockopt(conn->fd, SOL_SOCKET, SO_OOBINLINE, &v, &len) == 0 && v;
+}
+
+/* A URG message: the last byte queued is urgent (lock held). As Linux's
+ * tcp_check_urg: a new mark replaces the old one; the old urgent byte becomes
+ * normal data, unless the read position is at it (not inline): then it is
+ * dropped. A mark for a byte already read is ignored. */
+static void mark_urgent(struct stk_conn *conn)
+{
+	if (conn->rx_total == 0 || conn->rd_shut)
+		return;
+	uint64_t seq = conn->rx_total - 1;
+	if (seq < rx_pos(conn) || (conn->urg && seq <= conn->urg_seq))
+		return;
+	if (conn->urg && conn->urg_seq == rx_pos(conn) && !oob_inline(conn))
+		ring_consume(conn, 1);
+	uint8_t byte;
+	ring_peek(conn, (size_t)(seq - rx_pos(conn)), &byte, 1);
+	conn->urg = STK_URG_VALID;
+	conn->urg_seq = seq;
+	conn->urg_byte = byte;
+}
+
+/* How much of want bytes a read at the read position may take while a mark is
+ * pending (lock held), as Linux's tcp_recvmsg: it stops before the mark, ends
+ * at it when it already copied bytes (copied; even with MSG_WAITALL: *stop),
+ * else skips the urgent byte (*skip = 1, unless SO_OOBINLINE) and reads on. */
+static size_t urg_limit(struct stk_conn *conn, bool copied, size_t want, size_t *skip,
+			bool *stop)
+{
+	uint64_t pos = rx_pos(conn);
+	size_t n = conn->ring_count < want ? conn->ring_count : want;
+	if (conn->urg_seq < pos)
+		return n;
+	uint64_t off = conn->urg_seq - pos;
+	if (off == 0) {
+		if (copied) {
+			*stop = true;
+			return 0;
+		}
+		if (oob_inline(conn))
+			return n;
+		*skip = 1;
+		size_t left = conn->ring_count - 1;
+		return left < want ? left : want;
+	}
+	if (off < n) {
+		*stop = true;
+		return (size_t)off;
+	}
+	return n;
+}
+
+/* recv(MSG_OOB): never waits (tcp_recv_urg). */
+static ssize_t recv_oob(struct stk_conn *conn, void *buf, size_t len, int flags)
+{
+	progress(conn);
+	pthread_mutex_lock(&conn->lock);
+	ssize_t ret = -EINVAL;
+	if (conn->urg == STK_URG_VALID && !oob_inline(conn)) {
+		if (len)
+			*(uint8_t *)buf = conn->urg_byte;
+		if (!(flags & MSG_PEEK))
+			conn->urg = STK_URG_READ;
+		ret = len ? 1 : 0;
+	}
+	pthread_mutex_unlock(&conn->lock);
+	return ret;
+}
+
+/* A state change is complete (lock held): tell epoll sets watching us. The
+ * generation was bumped before the change (ET readers read events first). */
+static void changed(struct stk_conn *conn)
+{
+	stk_ready_notify(&conn->watch);
 }
 
 static void protocol_reset(struct stk_conn *conn, const char *why)
@@ -200,6 +306,8 @@ static void protocol_reset(struct stk_conn *conn, const char *why)
 	}
 	conn->reset = true;
 	conn->ring_count = 0;
+	conn->urg = 0;
+	changed(conn);
 }
 
 void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
@@ -238,6 +346,7 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 				stk_count(STK_C_CONN_RESETS);
 			conn->reset = true;
 			conn->ring_count = 0;
+			conn->urg = 0;
 		} else {
 			if (flags & STK_MSG_DATA) {
 				if (hlen != payload || conn->fin_rcvd)
@@ -252,6 +361,8 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 					conn->credit_owed += payload;
 				}
 			}
+			if ((flags & STK_MSG_URG) && !conn->reset)
+				mark_urgent(conn);
 			if (flags & STK_MSG_CREDIT)
 				conn->tx_credits += hlen;
 			if (flags & STK_MSG_FIN)
@@ -259,6 +370,7 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 			if (flags & STK_MSG_CLOSE)
 				conn->peer_closed = true;
 		}
+		changed(conn);
 	}
 	pthread_mutex_unlock(&conn->lock);
 }
@@ -339,6 +451,22 @@ static int post_control(struct stk_conn *conn, uint16_t flags, bool tracked)
 		progress(conn);
 		cpu_relax();
 	}
+}
+
+/* A non-blocking send returns short while the peer still grants credit: the
+ * provider's queue was full. Tell epoll (its items then poll us until a retry
+ * is due: see stk_poll_events). */
+static void starve(struct stk_conn *conn)
+{
+	pthread_mutex_lock(&conn->lock);
+	bool starved = conn->tx_credits > 0 && !conn->reset;
+	if (starved) {
+		conn->tx_starved = true;
+		conn->starved_at = now_ns();
+	}
+	pthread_mutex_unlock(&conn->lock);
+	if (starved)
+		stk_ready_notify(&conn->watch);
 }
 
 /* ---- blocking waits of data calls: SO_RCVTIMEO/SO_SNDTIMEO and signals ---- */
@@ -472,6 +600,7 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 			 struct block_wait *bw)
 {
 	bool nonblock = conn->nonblock || (flags & MSG_DONTWAIT);
+	uint16_t urg = (flags & MSG_OOB) ? STK_MSG_URG : 0;
 	unsigned retried = 0;
 	const uint8_t *src = buf;
 	size_t sent = 0;
@@ -494,8 +623,9 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 					chunk = (size_t)conn->tx_credits;
 				if (chunk > seg_payload)
 					chunk = seg_payload;
-				int ret = post_locked(conn, STK_MSG_DATA, (uint32_t)chunk,
-						      src + sent, chunk, false);
+				uint16_t f = STK_MSG_DATA | (sent + chunk == len ? urg : 0);
+				int ret = post_locked(conn, f, (uint32_t)chunk, src + sent, chunk,
+						      false);
 				if (ret == -EAGAIN)
 					break;
 				if (ret) {
@@ -504,6 +634,7 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 				}
 				conn->tx_credits -= chunk;
 				conn->bytes_tx += chunk;
+				conn->tx_starved = false;
 				sent += chunk;
 			}
 		}
@@ -512,8 +643,10 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 			return (ssize_t)sent;
 		if (err)
 			return sent ? (ssize_t)sent : err;
-		if (nonblock && sent)
+		if (nonblock && sent) {
+			starve(conn);
 			return (ssize_t)sent;
+		}
 		progress(conn);
 		if (nonblock) {
 			/* Credit is ours to give; a provider's -EAGAIN (queue full, peer
@@ -522,8 +655,12 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 			pthread_mutex_lock(&conn->lock);
 			bool credit = conn->tx_credits > 0;
 			pthread_mutex_unlock(&conn->lock);
-			if (!credit || retried++ >= 200)
+			if (!credit)
 				return -EAGAIN;
+			if (retried++ >= 200) {
+				starve(conn);
+				return -EAGAIN;
+			}
 			cpu_relax();
 			continue;
 		}
@@ -540,6 +677,9 @@ ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
 	struct block_wait bw = { .ready = false };
 	ssize_t ret = send_loop(conn, buf, len, flags, &bw);
 	stk_ready_restore_signals(&bw.sigs);
+	/* A partial urgent send: as Linux, the last byte that went is urgent. */
+	if ((flags & MSG_OOB) && ret > 0 && (size_t)ret < len)
+		post_control(conn, STK_MSG_URG, false);
 	return ret;
 }
 
@@ -561,17 +701,19 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 			/* as the kernel: ECONNRESET once, then EOF */
 			return got ? (ssize_t)got : first ? -ECONNRESET : 0;
 		}
-		size_t n;
+		size_t want = peek ? len : len - got, skip = 0;
+		size_t n = conn->ring_count < want ? conn->ring_count : want;
+		bool stop = false; /* at the urgent mark */
+		if (__builtin_expect(conn->urg != 0, 0))
+			n = urg_limit(conn, got > 0 && !peek, want, &skip, &stop);
 		if (peek) {
-			n = conn->ring_count < len ? conn->ring_count : len;
-			ring_peek(conn, dst, n);
+			ring_peek(conn, skip, dst, n);
 			got = n;
 		} else {
-			n = conn->ring_count < len - got ? conn->ring_count : len - got;
-			ring_peek(conn, dst + got, n);
-			conn->ring_head = (conn->ring_head + n) % conn->ring_size;
-			conn->ring_count -= n;
-			conn->credit_owed += n;
+			if (skip)
+				ring_consume(conn, skip);
+			ring_peek(conn, 0, dst + got, n);
+			ring_consume(conn, n);
 			got += n;
 			grant_credit(conn, false);
 		}
@@ -579,7 +721,7 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 		/* len 0: as the kernel, 0 once something is readable (or EOF), else
 		 * EAGAIN or wait */
 		bool done = len == 0 ? conn->ring_count > 0 || eof
-				     : got == len || (got > 0 && !waitall) || eof;
+				     : got == len || (got > 0 && (!waitall || stop)) || eof;
 		pthread_mutex_unlock(&conn->lock);
 		if (done)
 			return (ssize_t)got;
@@ -593,10 +735,10 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 
 ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
 {
-	if (flags & MSG_OOB)
-		return -EINVAL; /* no urgent data is ever pending on the stream */
 	if (stk_ready_bad_user_range(buf, len))
 		return -EFAULT;
+	if (flags & MSG_OOB)
+		return recv_oob(conn, buf, len, flags);
 	struct block_wait bw = { .ready = false };
 	ssize_t ret = recv_loop(conn, buf, len, flags, &bw);
 	stk_ready_restore_signals(&bw.sigs);
@@ -613,8 +755,47 @@ size_t stk_conn_readable(struct stk_conn *conn)
 	progress(conn);
 	pthread_mutex_lock(&conn->lock);
 	size_t n = conn->ring_count;
+	if (conn->urg && conn->urg_seq >= rx_pos(conn) && !oob_inline(conn))
+		n = (size_t)(conn->urg_seq - rx_pos(conn)); /* Linux's tcp_inq */
 	pthread_mutex_unlock(&conn->lock);
 	return n;
+}
+
+struct stk_ready_watch *stk_conn_watch(struct stk_conn *conn)
+{
+	return &conn->watch;
+}
+
+bool stk_conn_tx_blocked(struct stk_conn *conn)
+{
+	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
+	pthread_mutex_lock(&conn->lock);
+	bool blocked = fab && conn->tx_credits > 0 && !conn->reset && !conn->fin_sent &&
+		       !conn->peer_closed && (conn->tx_starved || !stk_fab_tx_available(fab));
+	pthread_mutex_unlock(&conn->lock);
+	return blocked;
+}
+
+int stk_conn_atmark(struct stk_conn *conn)
+{
+	progress(conn);
+	pthread_mutex_lock(&conn->lock);
+	int at = conn->urg && conn->urg_seq == rx_pos(conn);
+	pthread_mutex_unlock(&conn->lock);
+	return at;
+}
+
+int stk_conn_take_error(struct stk_conn *conn)
+{
+	progress(conn);
+	pthread_mutex_lock(&conn->lock);
+	int err = 0;
+	if (conn->reset && !conn->reset_reported) {
+		conn->reset_reported = true;
+		err = ECONNRESET;
+	}
+	pthread_mutex_unlock(&conn->lock);
+	return err;
 }
 
 int stk_shutdown(struct stk_conn *conn, int how)
@@ -623,17 +804,22 @@ int stk_shutdown(struct stk_conn *conn, int how)
 		return -EINVAL;
 	if (how != SHUT_WR) {
 		pthread_mutex_lock(&conn->lock);
+		__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
 		conn->rd_shut = true;
 		conn->credit_owed += conn->ring_count;
 		conn->ring_count = 0;
+		conn->urg = 0;
 		grant_credit(conn, true);
+		changed(conn);
 		pthread_mutex_unlock(&conn->lock);
 	}
 	if (how == SHUT_RD)
 		return 0;
 	pthread_mutex_lock(&conn->lock);
 	bool need = !conn->fin_sent && !conn->reset && conn->fab;
+	__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
 	conn->fin_sent = true;
+	changed(conn);
 	pthread_mutex_unlock(&conn->lock);
 	if (!need)
 		return 0;
@@ -705,12 +891,29 @@ short stk_poll_events(struct stk_conn *conn)
 	short ev = 0;
 	pthread_mutex_lock(&conn->lock);
 	grant_credit(conn, false);
-	if (conn->ring_count || conn->fin_rcvd || conn->reset || conn->rd_shut)
+	size_t readable = conn->ring_count;
+	if (__builtin_expect(conn->urg != 0, 0)) {
+		if (conn->urg == STK_URG_VALID)
+			ev |= POLLPRI;
+		/* Linux: at the mark the urgent byte does not make the socket readable */
+		if (conn->urg_seq == rx_pos(conn) && !oob_inline(conn))
+			readable--;
+	}
+	if (readable || conn->fin_rcvd || conn->reset || conn->rd_shut)
 		ev |= POLLIN;
 	if (conn->fin_rcvd)
 		ev |= POLLRDHUP;
-	if (conn->reset || conn->peer_closed || conn->fin_sent ||
-	    (conn->fab && conn->tx_credits > 0 && stk_fab_tx_available(conn->fab)))
+	bool room = conn->fab && conn->tx_credits > 0 && stk_fab_tx_available(conn->fab);
+	if (room && __builtin_expect(conn->tx_starved, 0)) {
+		if (now_ns() - conn->starved_at < STARVE_RETRY_NS)
+			room = false;
+		else { /* worth a retry: a change (an EPOLLET edge), as room coming back */
+			conn->tx_starved = false;
+			__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
+			changed(conn);
+		}
+	}
+	if (conn->reset || conn->peer_closed || conn->fin_sent || room)
 		ev |= POLLOUT;
 	if (conn->reset || (conn->fin_rcvd && conn->fin_sent))
 		ev |= POLLHUP;

@@ -37,9 +37,15 @@
 
 #include <rdma/fabric.h>
 
+#include "stack/stk_ready.h"
+
 struct stk_fab;
 
 #define STK_CONN_MAX 65536  /* slots per process (connection table size) */
+
+/* stk_conn.urg */
+#define STK_URG_VALID 1     /* an urgent byte is pending, not taken by recv(MSG_OOB) */
+#define STK_URG_READ 2      /* it was taken; the mark stays until read past */
 
 struct stk_conn {
 	pthread_mutex_t lock;
@@ -59,6 +65,11 @@ struct stk_conn {
 	bool fin_sent;            /* SHUT_WR done */
 	bool close_sent;
 	int tx_outstanding;       /* atomic: registered sends not completed yet */
+	/* a non-blocking send stopped with credit left: the provider had no room.
+	 * Room comes back without a message for us, so POLLOUT is withheld until a
+	 * retry is due (STK_STARVE_RETRY_NS later) and epoll keeps polling it. */
+	bool tx_starved;
+	uint64_t starved_at;
 
 	/* protected by lock: receive side */
 	uint32_t rx_seq;
@@ -73,6 +84,18 @@ struct stk_conn {
 	bool rd_shut;             /* shutdown(SHUT_RD) */
 	bool reset_reported;      /* ECONNRESET returned once already */
 	uint64_t generation;      /* +1 per delivered message or state change (EPOLLET) */
+	/* urgent data (tcp(7)): the urgent byte stays in the ring at stream offset
+	 * urg_seq (offsets count every byte ever queued: rx_total is the end of the
+	 * ring, rx_total - ring_count the read position); reads stop at it and skip
+	 * it unless SO_OOBINLINE. urg is 0 when no mark is pending. */
+	uint64_t rx_total;
+	uint64_t urg_seq;
+	uint8_t urg;              /* 0, STK_URG_VALID (byte not taken), STK_URG_READ */
+	uint8_t urg_byte;
+
+	/* epoll items watching the connection (stk_ready.h); notified after every
+	 * change that bumps generation */
+	struct stk_ready_watch watch;
 
 	/* statistics, folded into the process counters at close; protected by lock */
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
@@ -97,7 +120,9 @@ void stk_conn_destroy(struct stk_conn *conn);
 void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len);
 
 /* Data path, POSIX-shaped; return bytes or -errno. flags: MSG_PEEK, MSG_WAITALL,
- * MSG_DONTWAIT (send: MSG_DONTWAIT; MSG_NOSIGNAL is the caller's business: we
+ * MSG_DONTWAIT, MSG_OOB (urgent data as Linux TCP: send makes the last byte
+ * sent urgent; recv(MSG_OOB) returns that byte once, never waits, -EINVAL when
+ * there is none, it was taken, or SO_OOBINLINE is set) (send: MSG_DONTWAIT; MSG_NOSIGNAL is the caller's business: we
  * never raise SIGPIPE, the preload does when the app did not ask otherwise).
  * Blocking calls behave as the kernel's (signal(7)): the socket's SO_RCVTIMEO /
  * SO_SNDTIMEO (read from the kernel socket when the call first has to wait)
@@ -132,7 +157,16 @@ void stk_conn_check_liveness(struct stk_conn *conn);
 /* Changes whenever something arrived for the connection (data, credit, FIN,
  * RST, peer death): for edge-triggered readiness. */
 uint64_t stk_conn_generation(struct stk_conn *conn);
-/* Bytes readable now (FIONREAD). */
+/* Bytes readable now (FIONREAD / SIOCINQ): as Linux, only up to a pending
+ * urgent mark unless SO_OOBINLINE. */
 size_t stk_conn_readable(struct stk_conn *conn);
+/* For stk_ready_ops: the watcher list; credit but no provider room. */
+struct stk_ready_watch *stk_conn_watch(struct stk_conn *conn);
+bool stk_conn_tx_blocked(struct stk_conn *conn);
+/* SIOCATMARK: 1 when the read position is at the urgent mark, else 0. */
+int stk_conn_atmark(struct stk_conn *conn);
+/* getsockopt(SO_ERROR): the pending error, taken (ECONNRESET once after a reset,
+ * as the kernel: later reads then see EOF), or 0. */
+int stk_conn_take_error(struct stk_conn *conn);
 
 #endif

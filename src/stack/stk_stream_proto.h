@@ -11,6 +11,8 @@ enum {
 	STK_MSG_FIN = 1u << 2,    /* no more data from the sender (after this message) */
 	STK_MSG_CLOSE = 1u << 3,  /* the sender closed: it will read nothing more */
 	STK_MSG_RST = 1u << 4,    /* abortive close: discard everything, ECONNRESET */
+	STK_MSG_URG = 1u << 5,    /* the last data byte sent so far is urgent (MSG_OOB);
+				   * on a DATA message: its last payload byte */
 };
 
 struct stk_msg_hdr {

@@ -39,6 +39,7 @@ struct fake_conn {
 	int liveness_calls;
 	bool settled;      /* atomic: the liveness channel said EOF (peer gone) */
 	struct fake_fab *fab;
+	struct stk_ready_watch watch; /* epoll items watching it */
 };
 
 #define FAKE_MAX 8
@@ -60,8 +61,10 @@ static struct fake_conn *F(struct stk_conn *c)
 	return (struct fake_conn *)c;
 }
 
+static int events_calls; /* evaluations of any fake: epoll must not scan idle ones */
 static short fake_events(struct stk_conn *c)
 {
+	__atomic_fetch_add(&events_calls, 1, __ATOMIC_RELAXED);
 	struct fake_fab *fab = F(c)->fab;
 	if (fab->wait_fd >= 0) { /* "progress": consume the wake-up */
 		uint64_t v;
@@ -84,6 +87,7 @@ static void fake_liveness(struct stk_conn *c)
 		__atomic_store_n(&F(c)->settled, true, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&F(c)->gen, 1, __ATOMIC_RELEASE);
 		__atomic_fetch_or(&F(c)->ev, POLLIN | POLLOUT | POLLHUP | POLLERR, __ATOMIC_RELEASE);
+		stk_ready_notify(&F(c)->watch);
 	}
 }
 
@@ -121,6 +125,11 @@ static void fake_quiesce(struct stk_fab *f)
 	(void)f;
 }
 
+static struct stk_ready_watch *fake_watch(struct stk_conn *c)
+{
+	return &F(c)->watch;
+}
+
 static const struct stk_ready_ops fake_ops = {
 	.events = fake_events,
 	.liveness_fd = fake_liveness_fd,
@@ -131,6 +140,7 @@ static const struct stk_ready_ops fake_ops = {
 	.wait_fd = fake_wait_fd,
 	.trywait = fake_trywait,
 	.quiesce = fake_quiesce,
+	.watch = fake_watch,
 };
 
 /* "Data arrives": set events, bump the generation, ring the fabric's wait fd. */
@@ -141,6 +151,7 @@ static void fake_set(struct fake_conn *c, short ev)
 	 * an old generation */
 	__atomic_fetch_add(&c->gen, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&c->ev, ev, __ATOMIC_RELEASE);
+	stk_ready_notify(&c->watch);
 	if (c->fab->wait_fd >= 0) {
 		uint64_t v = 1;
 		ck_assert_int_eq(write(c->fab->wait_fd, &v, sizeof(v)), sizeof(v));
@@ -629,6 +640,60 @@ START_TEST(epoll_triggers)
 }
 END_TEST
 
+/* The ready list: kernel order (as they became ready), a level-triggered
+ * reporter moves to the back, an item that is no longer ready leaves, and a
+ * wait looks at no idle item. */
+START_TEST(epoll_ready_order)
+{
+	int epfd;
+	struct stk_epoll *ep = ep_new(&epfd);
+	struct fake_conn *c[5];
+	for (int i = 0; i < 5; i++) {
+		c[i] = fake_new(false);
+		ep_add(ep, c[i], EPOLLIN, (uint64_t)i);
+	}
+	struct epoll_event evs[8];
+	ck_assert_int_eq(stk_epoll_wait(ep, evs, 8, 0, NULL), 0);
+	int before = __atomic_load_n(&events_calls, __ATOMIC_RELAXED);
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(stk_epoll_wait(ep, evs, 8, 0, NULL), 0);
+	ck_assert_int_eq(__atomic_load_n(&events_calls, __ATOMIC_RELAXED), before);
+	fake_set(c[2], POLLIN);
+	fake_set(c[0], POLLIN);
+	fake_set(c[4], POLLIN);
+	static const int order[] = { 2, 0, 4, 2, 0 };
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(stk_epoll_wait(ep, evs, 1, 0, NULL), 1);
+		ck_assert_uint_eq(evs[0].data.u64, (uint64_t)order[i]);
+	}
+	/* list now 4, 2, 0; 1 becomes ready, 2 is drained */
+	fake_set(c[1], POLLIN);
+	fake_set(c[2], 0);
+	ck_assert_int_eq(stk_epoll_wait(ep, evs, 2, 0, NULL), 2);
+	ck_assert_uint_eq(evs[0].data.u64, 4);
+	ck_assert_uint_eq(evs[1].data.u64, 0);
+	ck_assert_int_eq(stk_epoll_wait(ep, evs, 8, 0, NULL), 3);
+	ck_assert_uint_eq(evs[0].data.u64, 1);
+	ck_assert_uint_eq(evs[1].data.u64, 4);
+	ck_assert_uint_eq(evs[2].data.u64, 0);
+	/* all drained: one wait drops them, the next evaluates nothing */
+	for (int i = 0; i < 5; i++)
+		fake_set(c[i], 0);
+	ck_assert_int_eq(stk_epoll_wait(ep, evs, 8, 0, NULL), 0);
+	before = __atomic_load_n(&events_calls, __ATOMIC_RELAXED);
+	ck_assert_int_eq(stk_epoll_wait(ep, evs, 8, 0, NULL), 0);
+	ck_assert_int_eq(__atomic_load_n(&events_calls, __ATOMIC_RELAXED), before);
+	/* ready at ADD time: queued by the ADD itself (kernel ep_insert) */
+	ck_assert_int_eq(stk_epoll_ctl(ep, EPOLL_CTL_DEL, c[3]->fd, NULL, NULL), 0);
+	fake_set(c[3], POLLIN);
+	ep_add(ep, c[3], EPOLLIN, 3);
+	ck_assert_int_eq(stk_epoll_wait(ep, evs, 8, 0, NULL), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 3);
+	stk_epoll_destroy(ep);
+	close(epfd);
+}
+END_TEST
+
 START_TEST(epoll_mixed_fair)
 {
 	int epfd;
@@ -899,6 +964,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, ppoll_masks);
 	tcase_add_test(tc, select_mixed);
 	tcase_add_test(tc, epoll_triggers);
+	tcase_add_test(tc, epoll_ready_order);
 	tcase_add_test(tc, epoll_mixed_fair);
 	tcase_add_loop_test(tc, epoll_liveness_and_eintr, 0, 2);
 	tcase_add_loop_test(tc, epoll_threads_and_two_sets, 0, 2);
