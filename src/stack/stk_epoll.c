@@ -545,7 +545,11 @@ static uint32_t item_events(struct ep_item *it, uint64_t *gen)
 		/* events first, generation second: an arrival between the two is then
 		 * either covered by this report or seen as a new edge by the next
 		 * scan, never reported twice */
-		short ev = stk_ready_ops.events(it->conn);
+		/* the scan progressed the set's fabrics just before (walk_ready);
+		 * an item whose fabric is not known yet drives its own */
+		short ev = stk_ready_ops.events_now && it->fab_known
+				   ? stk_ready_ops.events_now(it->conn)
+				   : stk_ready_ops.events(it->conn);
 		*gen = stk_ready_ops.generation(it->conn);
 		return (uint32_t)(uint16_t)stk_ready_revents(ev, (short)want);
 	}
@@ -565,7 +569,8 @@ struct inner_seen {
 	uint64_t data[INNER_SEEN_MAX];
 };
 
-/* Walk the ready list (lock held): at most the items queued when it starts,
+/* Walk the ready list (lock held): drive the set's fabrics first (deliveries
+ * queue items), then take at most the items queued when the walk starts,
  * each evaluated without any spin lock held. report: fill evs (up to max),
  * update edge and one-shot state, send level-triggered reporters to the back.
  * !report (max 0): stop at the first item that would report, leave it. Items
@@ -575,6 +580,8 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 		      struct inner_seen *seen)
 {
 	int cnt = 0;
+	for (unsigned i = 0; i < ep->fabs.n; i++)
+		stk_ready_ops.progress(ep->fabs.fab[i]); /* deliveries queue items */
 	spin_lock(&ep->rdl);
 	struct ep_item *it = ep->rd_first;
 	unsigned todo = ep->rd_count;
@@ -670,13 +677,10 @@ static void harvest_priv(struct stk_epoll *ep)
 	}
 }
 
-/* Drive the fabrics of the set (their deliveries queue items), then report
- * from the ready list (lock held). */
+/* Report from the ready list (lock held). */
 static int scan_accel(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		      struct inner_seen *seen)
 {
-	for (unsigned i = 0; i < ep->fabs.n; i++)
-		stk_ready_ops.progress(ep->fabs.fab[i]);
 	int cnt = walk_ready(ep, evs, max, true, seen);
 	spin_lock(&ep->rdl);
 	bool pending = ep->rd_count != 0;
