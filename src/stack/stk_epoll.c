@@ -16,6 +16,7 @@
 /* data.u64 tags in the private set P (never visible to the app): */
 #define TAG_APP 0u    /* E, the app's kernel epoll fd */
 #define TAG_WAIT 2u   /* a fabric's wait fd */
+#define TAG_WAKE 4u   /* our wake eventfd */
 /* otherwise: a connection pointer (liveness), or an inner stk_epoll | 1 */
 
 #define EXCLUSIVE_OK (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | \
@@ -73,6 +74,13 @@ struct stk_epoll {
 	unsigned rd_count;
 	/* outer sets' items watching this set */
 	struct stk_ready_watch watch;
+	/* waking sleepers: a thread that queues an item while another sleeps on P
+	 * (its change may have come through no fd P holds: another thread's
+	 * progress, a ctl, a shutdown) rings wake_fd, once per sleep */
+	int wake_fd;                /* eventfd in P */
+	unsigned appends;           /* atomic: items queued so far */
+	int sleepers;               /* atomic: threads asleep (or about to be) on P */
+	int wake_pending;           /* atomic: wake_fd was rung, not drained yet */
 	/* atomic */
 	unsigned turn;              /* fairness: which side fills first */
 	/* protected by registry_lock */
@@ -133,11 +141,23 @@ static void rdl_unlink(struct stk_epoll *ep, struct ep_item *it)
 static void enqueue(struct ep_item *it)
 {
 	struct stk_epoll *ep = it->ep;
+	bool appended = false;
 	spin_lock(&ep->rdl);
 	it->notified = true;
-	if (!it->on_rdl)
+	if (!it->on_rdl) {
 		rdl_append(ep, it);
+		appended = true;
+	}
 	spin_unlock(&ep->rdl);
+	/* appends then sleepers here, sleepers then appends in the sleeper
+	 * (wait_until): one of the two sees the other */
+	if (appended && __atomic_add_fetch(&ep->appends, 1, __ATOMIC_SEQ_CST) &&
+	    __atomic_load_n(&ep->sleepers, __ATOMIC_SEQ_CST) &&
+	    !__atomic_exchange_n(&ep->wake_pending, 1, __ATOMIC_ACQ_REL)) {
+		uint64_t one = 1;
+		if (stk_sys.write(ep->wake_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+			__atomic_store_n(&ep->wake_pending, 0, __ATOMIC_RELEASE);
+	}
 	stk_ready_notify(&ep->watch);
 }
 
@@ -237,6 +257,17 @@ int stk_epoll_create(int epfd, struct stk_epoll **out)
 	int ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, epfd, EPOLLIN, TAG_APP);
 	if (ret) {
 		FSK_WARN("epoll fd %d: cannot watch it: %s", epfd, strerror(-ret));
+		stk_sys.close(ep->priv);
+		free(ep);
+		return ret;
+	}
+	ep->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ret = ep->wake_fd < 0 ? -errno : sys_ctl(ep->priv, EPOLL_CTL_ADD, ep->wake_fd, EPOLLIN,
+						  TAG_WAKE);
+	if (ret) {
+		FSK_WARN("epoll fd %d: wake eventfd: %s", epfd, strerror(-ret));
+		if (ep->wake_fd >= 0)
+			stk_sys.close(ep->wake_fd);
 		stk_sys.close(ep->priv);
 		free(ep);
 		return ret;
@@ -515,6 +546,7 @@ void stk_epoll_destroy(struct stk_epoll *ep)
 	pthread_mutex_unlock(&registry_lock);
 	if (ep->expose_fd >= 0)
 		stk_sys.close(ep->expose_fd);
+	stk_sys.close(ep->wake_fd);
 	stk_sys.close(ep->priv);
 	pthread_mutex_destroy(&ep->lock);
 	free(ep->by_fd);
@@ -545,7 +577,11 @@ static uint32_t item_events(struct ep_item *it, uint64_t *gen)
 		/* events first, generation second: an arrival between the two is then
 		 * either covered by this report or seen as a new edge by the next
 		 * scan, never reported twice */
-		short ev = stk_ready_ops.events(it->conn);
+		/* the scan progressed the set's fabrics just before (walk_ready);
+		 * an item whose fabric is not known yet drives its own */
+		short ev = stk_ready_ops.events_now && it->fab_known
+				   ? stk_ready_ops.events_now(it->conn)
+				   : stk_ready_ops.events(it->conn);
 		*gen = stk_ready_ops.generation(it->conn);
 		return (uint32_t)(uint16_t)stk_ready_revents(ev, (short)want);
 	}
@@ -565,7 +601,8 @@ struct inner_seen {
 	uint64_t data[INNER_SEEN_MAX];
 };
 
-/* Walk the ready list (lock held): at most the items queued when it starts,
+/* Walk the ready list (lock held): drive the set's fabrics first (deliveries
+ * queue items), then take at most the items queued when the walk starts,
  * each evaluated without any spin lock held. report: fill evs (up to max),
  * update edge and one-shot state, send level-triggered reporters to the back.
  * !report (max 0): stop at the first item that would report, leave it. Items
@@ -575,6 +612,8 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 		      struct inner_seen *seen)
 {
 	int cnt = 0;
+	for (unsigned i = 0; i < ep->fabs.n; i++)
+		stk_ready_ops.progress(ep->fabs.fab[i]); /* deliveries queue items */
 	spin_lock(&ep->rdl);
 	struct ep_item *it = ep->rd_first;
 	unsigned todo = ep->rd_count;
@@ -645,11 +684,6 @@ static bool inner_pending(struct stk_epoll *inner)
 	return pending;
 }
 
-static bool ready_nonempty(struct stk_epoll *ep)
-{
-	return __atomic_load_n(&ep->rd_count, __ATOMIC_RELAXED) != 0;
-}
-
 /* P said something: run the liveness checks it asks for (lock held). */
 static void harvest_priv(struct stk_epoll *ep)
 {
@@ -657,6 +691,15 @@ static void harvest_priv(struct stk_epoll *ep)
 	int n = stk_sys.epoll_wait(ep->priv, pev, HARVEST_MAX, 0);
 	for (int i = 0; i < n; i++) {
 		uint64_t tag = pev[i].data.u64;
+		if (tag == TAG_WAKE) {
+			/* drain first, then allow the next ring: a ring in between finds
+			 * its item seen by the scan that follows (appends moved) */
+			uint64_t v;
+			ssize_t r = stk_sys.read(ep->wake_fd, &v, sizeof(v));
+			(void)r; /* EAGAIN: another thread drained it */
+			__atomic_store_n(&ep->wake_pending, 0, __ATOMIC_RELEASE);
+			continue;
+		}
 		if (tag == TAG_APP || tag == TAG_WAIT)
 			continue; /* kernel fds are harvested from E; progress in the scan */
 		if (tag & 1u) {
@@ -670,13 +713,10 @@ static void harvest_priv(struct stk_epoll *ep)
 	}
 }
 
-/* Drive the fabrics of the set (their deliveries queue items), then report
- * from the ready list (lock held). */
+/* Report from the ready list (lock held). */
 static int scan_accel(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		      struct inner_seen *seen)
 {
-	for (unsigned i = 0; i < ep->fabs.n; i++)
-		stk_ready_ops.progress(ep->fabs.fab[i]);
 	int cnt = walk_ready(ep, evs, max, true, seen);
 	spin_lock(&ep->rdl);
 	bool pending = ep->rd_count != 0;
@@ -783,6 +823,7 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 	bool priv_fresh = false;
 	int ret;
 	for (;;) {
+		unsigned appends = __atomic_load_n(&ep->appends, __ATOMIC_SEQ_CST);
 		int n = collect(ep, evs, max, priv_fresh);
 		priv_fresh = false;
 		enum stk_ready_step step = stk_ready_spin_step(n, deadline, &spin_end, &sigs, &ret);
@@ -799,8 +840,14 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		int nw = stk_ready_fabs_prepare(&wf, unused, &slice);
 		if (nw == -EAGAIN)
 			continue; /* completions pending: the next scan drains them */
-		if (nw > 0 && ready_nonempty(ep))
-			continue; /* delivered by another thread before our trywait */
+		/* something queued since our scan began (a delivery by another
+		 * thread before our trywait, a ctl...): look again; from now on any
+		 * queueing rings wake_fd */
+		__atomic_add_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&ep->appends, __ATOMIC_SEQ_CST) != appends) {
+			__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
+			continue;
+		}
 		uint64_t now = stk_ready_now_ns();
 		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER
 				 : deadline > now       ? deadline - now
@@ -812,6 +859,7 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		struct pollfd pfd = { .fd = ep->priv, .events = POLLIN };
 		n = stk_ready_sys_ppoll(&pfd, 1, sleep == STK_READY_NEVER ? NULL : &ts,
 					stk_ready_sleep_mask(&sigs, sigmask));
+		__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
 		if (n < 0) {
 			ret = n; /* -EINTR: a signal was delivered during the sleep */
 			break;

@@ -42,6 +42,9 @@
  * Waiting: see stk_ready.h (spin stk_cfg.spin_us, then sleep in the kernel; shm
  * without a wait fd: slices of 50 µs doubling to 1 ms; signals and masks exactly
  * as epoll_pwait). A sleep is a ppoll on P followed by a zero-timeout harvest.
+ * P also holds the set's wake eventfd: a thread that queues an item while
+ * another sleeps on the set rings it (once per sleep), so a change made by
+ * another thread's progress, a ctl or a shutdown wakes the sleeper at once.
  *
  * Threads: each object has its own mutex (no global lock on the wait path): any
  * number of threads may wait on one set concurrently (an edge-triggered or

@@ -53,6 +53,7 @@ static int fab_wait_fd(struct stk_fab *fab)
 	.trywait = stk_fab_trywait, \
 	.quiesce = stk_fab_quiesce, \
 	.watch = stk_conn_watch, \
+	.events_now = stk_conn_events, \
 	.tx_blocked = stk_conn_tx_blocked, \
 }
 

@@ -115,6 +115,9 @@ struct stk_ready_ops {
 	/* The connection's watcher list: its owner calls stk_ready_notify(watch)
 	 * after every change that can raise a readiness bit. */
 	struct stk_ready_watch *(*watch)(struct stk_conn *conn);
+	/* Optional (NULL: events): events without driving progress, for a caller
+	 * that has just progressed every fabric involved (an epoll scan). */
+	short (*events_now)(struct stk_conn *conn);
 	/* Optional (NULL: never): the connection may send (credit) but the provider
 	 * has no room; room comes back without any message for this connection, so
 	 * an epoll item waiting for EPOLLOUT stays on the ready list meanwhile. */

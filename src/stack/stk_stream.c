@@ -888,6 +888,11 @@ void stk_conn_check_liveness(struct stk_conn *conn)
 short stk_poll_events(struct stk_conn *conn)
 {
 	progress(conn);
+	return stk_conn_events(conn);
+}
+
+short stk_conn_events(struct stk_conn *conn)
+{
 	short ev = 0;
 	pthread_mutex_lock(&conn->lock);
 	grant_credit(conn, false);

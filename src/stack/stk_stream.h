@@ -146,6 +146,8 @@ int stk_close(struct stk_conn *conn, bool abortive);
 /* Readiness now (drives progress once): POLLIN, POLLOUT, POLLRDHUP, POLLHUP,
  * POLLERR as poll(2) would report them for a TCP socket. */
 short stk_poll_events(struct stk_conn *conn);
+/* The same without driving progress (the caller just progressed the fabric). */
+short stk_conn_events(struct stk_conn *conn);
 /* Wait until stk_poll_events() & events or timeout_ms (-1: forever). Spins
  * stk_cfg.spin_us, then sleeps in the kernel (see stk_stream.c for how).
  * Returns the events, 0 on timeout, -EINTR when a signal handler ran (signals

@@ -694,6 +694,49 @@ START_TEST(epoll_ready_order)
 }
 END_TEST
 
+/* A change made by another thread that rings no fd the sleeper watches (its
+ * progress delivered the data, a shutdown, a ctl): the sleeper wakes at once
+ * through the set's own wake eventfd, not at its timeout. */
+struct quiet_set {
+	struct fake_conn *c;
+	short ev;
+};
+
+static void *quiet_set_main(void *arg)
+{
+	struct quiet_set *q = arg;
+	usleep(100000);
+	__atomic_fetch_add(&q->c->gen, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&q->c->ev, q->ev, __ATOMIC_RELEASE);
+	stk_ready_notify(&q->c->watch); /* no wait fd rung */
+	return NULL;
+}
+
+START_TEST(epoll_wake_from_other_thread)
+{
+	int epfd;
+	struct stk_epoll *ep = ep_new(&epfd);
+	struct fake_conn *c = fake_new(true); /* a fabric with a wait fd: no slices */
+	ep_add(ep, c, EPOLLIN, 9);
+	struct quiet_set q = { .c = c, .ev = POLLIN };
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, quiet_set_main, &q), 0);
+	struct epoll_event ev;
+	uint64_t t0 = now_ms();
+	ck_assert_int_eq(stk_epoll_wait(ep, &ev, 1, 5000, NULL), 1);
+	ck_assert_uint_lt(now_ms() - t0, 2000);
+	ck_assert_uint_eq(ev.data.u64, 9);
+	pthread_join(t, NULL);
+	/* drained: the next sleep lasts its timeout (the wake fd is not left set) */
+	fake_set(c, 0);
+	t0 = now_ms();
+	ck_assert_int_eq(stk_epoll_wait(ep, &ev, 1, 50, NULL), 0);
+	ck_assert_uint_ge(now_ms() - t0, 45);
+	stk_epoll_destroy(ep);
+	close(epfd);
+}
+END_TEST
+
 START_TEST(epoll_mixed_fair)
 {
 	int epfd;
@@ -965,6 +1008,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, select_mixed);
 	tcase_add_test(tc, epoll_triggers);
 	tcase_add_test(tc, epoll_ready_order);
+	tcase_add_test(tc, epoll_wake_from_other_thread);
 	tcase_add_test(tc, epoll_mixed_fair);
 	tcase_add_loop_test(tc, epoll_liveness_and_eintr, 0, 2);
 	tcase_add_loop_test(tc, epoll_threads_and_two_sets, 0, 2);
