@@ -5,6 +5,7 @@
 #include "preload/pl_wrap.h"
 #include "stack/stk_accel.h"
 #include "stack/stk_sock.h"
+#include "stack/stk_stream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -98,8 +99,20 @@ PL_EXPORT int ioctl(int fd, unsigned long request, ...)
 	struct stk_sock *sock = pl_tracked(fd);
 	if (sock && sock->conn) {
 		if (request == FIONREAD) {
-			*(int *)arg = stk_accel_readable(sock);
-			return 0;
+			int saved_errno = errno;
+			pl_enter();
+			int phase = stk_conn_on_fabric(sock->conn)
+					    ? STK_PHASE_FABRIC
+					    : stk_accel_settle(sock, false, MSG_DONTWAIT);
+			if (phase == STK_PHASE_FABRIC)
+				*(int *)arg = stk_accel_readable(sock);
+			pl_leave();
+			errno = saved_errno;
+			if (phase != STK_PHASE_KERNEL) {
+				if (phase != STK_PHASE_FABRIC)
+					*(int *)arg = 0; /* negotiation bytes are not the app's */
+				return 0;
+			}
 		}
 		if (request == FIONBIO && arg) /* and the kernel fd's flag below */
 			stk_accel_set_nonblock(sock, *(const int *)arg != 0);

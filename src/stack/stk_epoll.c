@@ -4,6 +4,7 @@
 #include "stack/stk_config.h"
 #include "stack/stk_log.h"
 #include "stack/stk_ready.h"
+#include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 /* data.u64 tags in the private set P (never visible to the app): */
 #define TAG_APP 0u    /* E, the app's kernel epoll fd */
 #define TAG_WAIT 2u   /* a fabric's wait fd */
+#define TAG_WAKE 4u   /* our wake eventfd: a connection's negotiation ended */
 /* otherwise: a connection pointer (liveness), or an inner stk_epoll | 1 */
 
 #define EXCLUSIVE_OK (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | \
@@ -43,6 +45,7 @@ struct stk_epoll {
 	pthread_mutex_t lock;
 	int epfd;                   /* E (the app's) */
 	int priv;                   /* P (ours) */
+	int wake_fd;                /* eventfd in P: a negotiation ended (stk_lazy.h) */
 	/* protected by lock */
 	int expose_fd;              /* eventfd in E, or -1 */
 	bool expose_set;
@@ -96,6 +99,17 @@ int stk_epoll_create(int epfd, struct stk_epoll **out)
 	int ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, epfd, EPOLLIN, TAG_APP);
 	if (ret) {
 		FSK_WARN("epoll fd %d: cannot watch it: %s", epfd, strerror(-ret));
+		stk_sys.close(ep->priv);
+		free(ep);
+		return ret;
+	}
+	ep->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ep->wake_fd < 0 || (ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, ep->wake_fd, EPOLLIN,
+					      TAG_WAKE)) != 0) {
+		ret = ep->wake_fd < 0 ? -errno : ret;
+		FSK_WARN("epoll fd %d: no wake eventfd: %s", epfd, strerror(-ret));
+		if (ep->wake_fd >= 0)
+			stk_sys.close(ep->wake_fd);
 		stk_sys.close(ep->priv);
 		free(ep);
 		return ret;
@@ -200,9 +214,12 @@ static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *con
 		if (conn) {
 			int lf = stk_ready_ops.liveness_fd(conn);
 			if (lf >= 0) {
-				/* edge-triggered: a socket at EOF must not wake every sleep */
-				ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, lf,
-					      EPOLLIN | EPOLLRDHUP | EPOLLET, (uintptr_t)conn);
+				/* edge-triggered: a socket at EOF must not wake every sleep;
+				 * while negotiating, the end of a non-blocking connect too */
+				uint32_t lev = EPOLLIN | EPOLLRDHUP | EPOLLET;
+				if (stk_ready_phase(conn) != STK_PHASE_FABRIC)
+					lev |= EPOLLOUT;
+				ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, lf, lev, (uintptr_t)conn);
 				if (ret == -EEXIST) /* the same connection under another fd */
 					ret = 0;
 				if (ret)
@@ -319,10 +336,69 @@ void stk_epoll_destroy(struct stk_epoll *ep)
 	pthread_mutex_unlock(&registry_lock);
 	if (ep->expose_fd >= 0)
 		stk_sys.close(ep->expose_fd);
+	stk_sys.close(ep->wake_fd);
 	stk_sys.close(ep->priv);
 	pthread_mutex_destroy(&ep->lock);
 	free(ep->items);
 	free(ep);
+}
+
+/* Item i's connection settled on the kernel: the app's kernel set E watches its
+ * socket from now on, with the events and data the app gave (lock held). */
+static void migrate_to_kernel(struct stk_epoll *ep, unsigned i)
+{
+	struct ep_item *it = &ep->items[i];
+	uint32_t events = it->events;
+	if (it->disabled)
+		events &= ~(uint32_t)EVENT_BITS; /* one-shot already fired: stays disarmed */
+	struct epoll_event ev = { .events = events, .data = it->data };
+	if (stk_sys.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, it->fd, &ev) != 0 && errno != EEXIST)
+		FSK_DBG("epoll fd %d: fd %d back to the kernel set: %s", ep->epfd, it->fd,
+			strerror(errno));
+	remove_item(ep, i);
+}
+
+/* Move the items whose connection settled on the kernel (lock held). */
+static void migrate_settled(struct stk_epoll *ep)
+{
+	for (unsigned i = 0; i < ep->n;) {
+		struct ep_item *it = &ep->items[i];
+		if (it->conn && stk_ready_phase(it->conn) == STK_PHASE_KERNEL)
+			migrate_to_kernel(ep, i);
+		else
+			i++;
+	}
+}
+
+void stk_epoll_conn_changed(struct stk_conn *conn)
+{
+	int phase = stk_ready_phase(conn);
+	pthread_mutex_lock(&registry_lock);
+	for (struct stk_epoll *ep = registry; ep; ep = ep->next) {
+		bool wake = false;
+		pthread_mutex_lock(&ep->lock);
+		for (unsigned i = 0; i < ep->n;) {
+			struct ep_item *it = &ep->items[i];
+			if (it->conn != conn) {
+				i++;
+				continue;
+			}
+			if (phase == STK_PHASE_KERNEL) {
+				migrate_to_kernel(ep, i); /* E wakes the waiters if ready */
+				continue;
+			}
+			it->last_ev = 0; /* what it reports now is a new edge */
+			wake = true;
+			i++;
+		}
+		pthread_mutex_unlock(&ep->lock);
+		if (wake) {
+			uint64_t one = 1;
+			if (stk_sys.write(ep->wake_fd, &one, sizeof(one)) < 0)
+				FSK_DBG("epoll fd %d: wake: %s", ep->epfd, strerror(errno));
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
 }
 
 void stk_epoll_conn_closed(struct stk_conn *conn)
@@ -393,6 +469,12 @@ static void harvest_priv(struct stk_epoll *ep)
 		uint64_t tag = pev[i].data.u64;
 		if (tag == TAG_APP || tag == TAG_WAIT)
 			continue; /* kernel fds are harvested from E; progress in the scan */
+		if (tag == TAG_WAKE) {
+			uint64_t count;
+			if (stk_sys.read(ep->wake_fd, &count, sizeof(count)) < 0)
+				FSK_DBG("epoll fd %d: wake drain: %s", ep->epfd, strerror(errno));
+			continue;
+		}
 		if (tag & 1u) {
 			struct stk_epoll *inner = (struct stk_epoll *)(uintptr_t)(tag & ~(uint64_t)1);
 			pthread_mutex_lock(&inner->lock);
@@ -418,6 +500,7 @@ static int scan_accel(struct stk_epoll *ep, struct epoll_event *evs, int max,
 {
 	int cnt = 0;
 	bool pending = false;
+	migrate_settled(ep);
 	unsigned n = ep->n;
 	unsigned start = n ? ep->cursor % n : 0, last = start;
 	for (unsigned j = 0; j < n; j++) {

@@ -61,10 +61,10 @@
  *       close.
  *   the last close of an accelerated socket: stk_epoll_conn_closed(conn) before
  *       stk_close(conn) (requested in stk_accel_close).
- *   A socket registered in an epoll set while it was still a kernel candidate
- *       (non-blocking connect: EPOLLOUT before the negotiation) and accelerated
- *       afterwards must be migrated by the preload: real EPOLL_CTL_DEL from E,
- *       then stk_epoll_ctl(ADD) with the same events and data. */
+ *   A socket still negotiating (its conn's phase is not FABRIC, stk_lazy.h) is
+ *       registered here like an accelerated one; when it settles on the kernel
+ *       the stack moves it to E itself (stk_epoll_conn_changed), and from then
+ *       on the preload treats it as a kernel fd (stk_ready_lookup gives NULL). */
 #ifndef STK_EPOLL_H
 #define STK_EPOLL_H
 
@@ -120,6 +120,12 @@ int stk_epoll_wait(struct stk_epoll *ep, struct epoll_event *evs, int max, int t
  * forever); -EINVAL for a bad timeout. */
 int stk_epoll_wait_ts(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		      const struct timespec *timeout, const sigset_t *sigmask);
+
+/* conn's negotiation ended (stk_lazy.h): on the fabric, sets holding it wake up
+ * and report what it has as a new edge; on the kernel, its items move to the
+ * app's kernel set (real EPOLL_CTL_ADD with the app's events and data) and leave
+ * ours. A set also moves such items itself at its next scan. */
+void stk_epoll_conn_changed(struct stk_conn *conn);
 
 /* Forget conn in every set (call before freeing it; close() semantics: the
  * kernel drops a closed socket from every epoll set). */

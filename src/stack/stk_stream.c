@@ -3,6 +3,7 @@
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_fab.h"
+#include "stack/stk_lazy.h"
 #include "stack/stk_log.h"
 #include "stack/stk_ready.h"
 #include "stack/stk_stream_proto.h"
@@ -640,24 +641,30 @@ int stk_shutdown(struct stk_conn *conn, int how)
 	return post_control(conn, STK_MSG_FIN, false);
 }
 
+int stk_conn_handshake_step(struct stk_conn *conn, bool *posted)
+{
+	progress(conn);
+	pthread_mutex_lock(&conn->lock);
+	if (!*posted)
+		*posted = post_locked(conn, STK_MSG_CREDIT, 0, NULL, 0, false) == 0;
+	bool heard = conn->rx_seq > 0;
+	bool dead = conn->reset;
+	pthread_mutex_unlock(&conn->lock);
+	/* heard: the fabric works; a reset right behind the first message is
+	 * the app's business (it sees ECONNRESET on the fabric connection) */
+	if (heard && (*posted || dead))
+		return 1;
+	return dead ? -ECONNRESET : 0;
+}
+
 int stk_conn_handshake(struct stk_conn *conn, int timeout_ms)
 {
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	bool posted = false;
 	for (;;) {
-		progress(conn);
-		pthread_mutex_lock(&conn->lock);
-		if (!posted)
-			posted = post_locked(conn, STK_MSG_CREDIT, 0, NULL, 0, false) == 0;
-		bool heard = conn->rx_seq > 0;
-		bool dead = conn->reset;
-		pthread_mutex_unlock(&conn->lock);
-		/* heard: the fabric works; a reset right behind the first message is
-		 * the app's business (it sees ECONNRESET on the fabric connection) */
-		if (heard && (posted || dead))
-			return 0;
-		if (dead)
-			return -ECONNRESET;
+		int ret = stk_conn_handshake_step(conn, &posted);
+		if (ret)
+			return ret > 0 ? 0 : ret;
 		if (now_ns() > deadline)
 			return -ETIMEDOUT;
 		sleep_ns(posted ? SLEEP_MIN_NS : 1000);
@@ -672,6 +679,9 @@ int stk_conn_handshake(struct stk_conn *conn, int timeout_ms)
  * short grace to arrive, else the peer died: reset. */
 static void check_liveness(struct stk_conn *conn)
 {
+	/* While negotiating the kernel stream carries the negotiation (stk_lazy.c). */
+	if (__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_FABRIC)
+		return;
 	char byte;
 	ssize_t n = stk_sys.recv(conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -701,6 +711,8 @@ void stk_conn_check_liveness(struct stk_conn *conn)
 
 short stk_poll_events(struct stk_conn *conn)
 {
+	if (__builtin_expect(__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_FABRIC, 0))
+		return stk_lazy_events(conn);
 	progress(conn);
 	short ev = 0;
 	pthread_mutex_lock(&conn->lock);

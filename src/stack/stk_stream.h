@@ -41,8 +41,21 @@ struct stk_fab;
 
 #define STK_CONN_MAX 65536  /* slots per process (connection table size) */
 
+/* Where a connection's bytes go (stk_lazy.h): FABRIC is 0 so that connections
+ * made by the blocking stk_accel_attach are on the fabric from creation. */
+enum stk_phase {
+	STK_PHASE_FABRIC = 0,   /* negotiated: data over the fabric */
+	STK_PHASE_PENDING = 1,  /* undecided: reads and writes settle first */
+	STK_PHASE_STRIP = 2,    /* kernel for writes; reads first remove late records */
+	STK_PHASE_KERNEL = 3,   /* kernel for everything: the conn is only a shell */
+};
+
+struct stk_lazy;
+
 struct stk_conn {
 	pthread_mutex_t lock;
+	int phase;                /* atomic: enum stk_phase */
+	struct stk_lazy *lazy;    /* negotiation state while not FABRIC (stk_lazy.c) */
 	/* set once at creation / negotiation, read-only afterwards */
 	int fd;                   /* the kernel connection: liveness channel */
 	uint32_t slot;            /* ours: peers address us by it */
@@ -78,6 +91,12 @@ struct stk_conn {
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
 };
 
+/* The data path's test: true when the conn carries the app's bytes. */
+static inline bool stk_conn_on_fabric(const struct stk_conn *conn)
+{
+	return __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_FABRIC;
+}
+
 /* Create a connection in the table with a fresh random id and a receive ring of
  * window bytes. Messages for it are accepted from now on (before negotiation
  * ends). Returns 0 or -errno. */
@@ -90,6 +109,9 @@ void stk_conn_connect(struct stk_conn *conn, struct stk_fab *fab, fi_addr_t peer
  * connects) while both ends are known to drive progress, and proves the fabric
  * path works. 0, -ETIMEDOUT or -ECONNRESET. */
 int stk_conn_handshake(struct stk_conn *conn, int timeout_ms);
+/* One non-blocking step of it (*posted starts false): 1 done, 0 not yet,
+ * -ECONNRESET. */
+int stk_conn_handshake_step(struct stk_conn *conn, bool *posted);
 /* Remove from the table and free (no message sent; the kernel fd is not closed). */
 void stk_conn_destroy(struct stk_conn *conn);
 
