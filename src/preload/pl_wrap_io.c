@@ -4,6 +4,8 @@
 #include "config.h"
 #include "preload/pl_wrap.h"
 #include "stack/stk_accel.h"
+#include "stack/stk_lazy.h"
+#include "stack/stk_log.h"
 #include "stack/stk_stream.h"
 
 #include <errno.h>
@@ -72,6 +74,29 @@ static inline struct stk_sock *tx_sock(int fd, int flags, ssize_t *gate)
 	if (__builtin_expect(stk_conn_on_fabric(sock->conn), 1))
 		return sock;
 	return settle(sock, true, flags, gate);
+}
+
+/* stdio reads and writes the socket with libc's internal calls, which never
+ * reach the wrappers: a connection still negotiating is settled on the kernel
+ * first, so that no negotiation byte reaches the stream. */
+PL_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	struct stk_sock *sock = pl_tracked(fd);
+	if (sock && sock->conn) {
+		int saved_errno = errno;
+		pl_enter();
+		if (!stk_conn_on_fabric(sock->conn))
+			stk_lazy_refuse(sock->conn);
+		if (stk_conn_on_fabric(sock->conn)) {
+			static int warned;
+			if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+				FSK_WARN("fd %d: fdopen of an accelerated socket: stdio's reads and "
+					 "writes bypass libfabsock (logged once)", fd);
+		}
+		pl_leave();
+		errno = saved_errno;
+	}
+	return PL_REAL(fdopen)(fd, mode);
 }
 
 PL_EXPORT ssize_t read(int fd, void *buf, size_t len)

@@ -263,8 +263,10 @@ void stk_accel_close_conn(struct stk_conn *conn)
 {
 	stk_lazy_forget(conn);
 	stk_epoll_conn_closed(conn); /* the kernel drops closed sockets from sets */
-	/* Nothing went over the fabric: closing the kernel socket tells the peer. */
-	stk_sys.close(conn->fd);
+	/* Nothing went over the fabric: closing the kernel socket tells the peer
+	 * (the private fd is gone already when it settled on the kernel). */
+	if (conn->fd >= 0)
+		stk_sys.close(conn->fd);
 	stk_conn_destroy(conn);
 }
 

@@ -43,7 +43,7 @@ enum stage {
 struct stk_lazy {
 	pthread_mutex_t lock;     /* the driver's: held while advancing (never blocks) */
 	struct stk_conn *conn;
-	int app_fd;               /* for the log only */
+	int app_fd;               /* the log; readiness once priv is released */
 	bool client;
 	/* protected by lock */
 	enum stage stage;
@@ -153,8 +153,36 @@ static void begin_handshake(struct stk_lazy *l)
 	set_stage(l, HANDSHAKE);
 }
 
+/* Who drives a step. The thread never answers a HELLO: a client commits to the
+ * fabric only in a call of its app (a data call, poll/epoll, see stk_lazy.h), so
+ * that an app that never touches its socket through us (stdio's internal reads)
+ * is left on the kernel by the server's CANCEL. REFUSE: the app is about to use
+ * the socket through a path we cannot follow: answer with a REJECT. */
+enum driver { BY_THREAD, BY_APP, BY_REFUSE };
+
+/* C_WAIT_HELLO and our record (length len) is first: a CANCEL right behind it
+ * means the server already gave up on us: remove both. */
+static bool hello_cancelled(struct stk_lazy *l, size_t len)
+{
+	struct stk_nego_msg next;
+	size_t next_len = 0;
+	if (!len || stk_nego_peek_at(l->conn->fd, len, &next, &next_len) != 0 ||
+	    next.type != STK_NEGO_CANCEL)
+		return false;
+	stk_nego_consume(l->conn->fd, len);
+	stk_nego_consume(l->conn->fd, next_len);
+	if (get_addrs(l))
+		stk_nego_cache_put((struct sockaddr *)&l->peer, STK_PEER_CAPABLE);
+	struct stk_attach_info info;
+	stk_conn_fall_back(&info, STK_C_FALLBACK_TIMEOUT, l->app_fd,
+			   "the server's app wrote before our app touched the connection "
+			   "(server cancelled)");
+	to_kernel(l);
+	return true;
+}
+
 /* One step; returns true when the stage changed (call again). */
-static bool step(struct stk_lazy *l)
+static bool step(struct stk_lazy *l, enum driver by)
 {
 	struct stk_conn *conn = l->conn;
 	struct stk_attach_info info;
@@ -190,11 +218,27 @@ static bool step(struct stk_lazy *l)
 			io_fallback(l, r);
 			return true;
 		}
+		if (r != -EPROTO) {
+			if (hello_cancelled(l, len))
+				return true;
+			if (by == BY_THREAD)
+				return false;
+		}
 		if (!get_addrs(l)) {
 			io_fallback(l, -errno);
 			return true;
 		}
 		consume(l, r, len);
+		if (by == BY_REFUSE && r != -EPROTO) {
+			struct stk_nego_msg reject;
+			stk_conn_make_decision(&reject, STK_NEGO_REPLY, STK_NEGO_REJECT_LATE);
+			send_or_fail(l, &reject);
+			stk_nego_cache_put((struct sockaddr *)&l->peer, STK_PEER_CAPABLE);
+			stk_conn_fall_back(&info, STK_C_FALLBACK_NO_TRANSPORT, l->app_fd,
+					   "the app reads or writes the socket through stdio");
+			set_stage(l, STRIP_CANCEL);
+			return true;
+		}
 		struct stk_nego_msg reply;
 		int ret = stk_conn_answer_hello(conn, r, &msg, (struct sockaddr *)&l->peer,
 						(struct sockaddr *)&l->local, &reply, &info);
@@ -263,6 +307,16 @@ static bool step(struct stk_lazy *l)
 			return true;
 		}
 		consume(l, r, len);
+		if (by == BY_REFUSE && r != -EPROTO) {
+			struct stk_nego_msg cancel_msg;
+			stk_conn_make_decision(&cancel_msg, STK_NEGO_CANCEL, STK_NEGO_CANCEL_APP_WROTE);
+			if (r == 0 && msg.status == STK_NEGO_ACCEPT)
+				send_or_fail(l, &cancel_msg);
+			stk_conn_fall_back(&info, STK_C_FALLBACK_NO_TRANSPORT, l->app_fd,
+					   "the app reads or writes the socket through stdio");
+			to_kernel(l);
+			return true;
+		}
 		bool cancel;
 		int ret = stk_conn_take_reply(conn, r, &msg, &l->hello, l->fabs, &cancel, &info);
 		struct stk_nego_msg decision;
@@ -307,9 +361,9 @@ static bool step(struct stk_lazy *l)
 	return false;
 }
 
-static void advance(struct stk_lazy *l)
+static void advance(struct stk_lazy *l, enum driver by)
 {
-	for (int i = 0; i < 16 && step(l); i++)
+	for (int i = 0; i < 16 && step(l, by); i++)
 		;
 }
 
@@ -334,6 +388,18 @@ static bool settled(const struct stk_lazy *l)
 	return l->stage == DONE;
 }
 
+/* Settled on the kernel and out of every epoll set of ours and of the thread's:
+ * the private duplicate would only keep the socket open behind the app's back
+ * (a close we do not see, such as stdio's fclose, must reach the peer). */
+static void release_priv(struct stk_lazy *l)
+{
+	if (__atomic_load_n(&l->conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_KERNEL)
+		return;
+	int fd = __atomic_exchange_n(&l->conn->fd, -1, __ATOMIC_ACQ_REL);
+	if (fd >= 0)
+		stk_sys.close(fd);
+}
+
 static void unlist_locked(struct stk_lazy *l)
 {
 	if (!l->listed)
@@ -344,7 +410,7 @@ static void unlist_locked(struct stk_lazy *l)
 			break;
 		}
 	l->listed = false;
-	if (thread_epfd >= 0)
+	if (thread_epfd >= 0 && l->conn->fd >= 0)
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, l->conn->fd, NULL);
 }
 
@@ -379,13 +445,15 @@ static void *thread_main(void *arg)
 				busy = true; /* an app thread drives it; look again soon */
 				continue;
 			}
-			advance(l);
+			advance(l, BY_THREAD);
 			bool done = settled(l);
-			hs |= l->stage == HANDSHAKE || l->stage == C_WAIT_ACK;
+			hs |= l->stage == HANDSHAKE;
 			notify(l);
 			pthread_mutex_unlock(&l->lock);
-			if (done)
+			if (done) {
 				unlist_locked(l);
+				release_priv(l);
+			}
 		}
 		pthread_mutex_unlock(&reg_lock);
 		nap_ns = 0;
@@ -608,7 +676,7 @@ int stk_lazy_settle(struct stk_conn *conn, bool for_write, bool nonblock)
 		if (!l || phase == STK_PHASE_FABRIC || phase == STK_PHASE_KERNEL)
 			return phase;
 		pthread_mutex_lock(&l->lock);
-		advance(l);
+		advance(l, BY_APP);
 		if (for_write && !deadline && (l->stage == C_WAIT_HELLO || l->stage == S_WAIT_REPLY))
 			deadline = now_ns() + write_wait_ns(l);
 		if (for_write && deadline && now_ns() >= deadline)
@@ -617,8 +685,10 @@ int stk_lazy_settle(struct stk_conn *conn, bool for_write, bool nonblock)
 		bool done = settled(l);
 		notify(l);
 		pthread_mutex_unlock(&l->lock);
-		if (done)
+		if (done) {
 			unlist(l);
+			release_priv(l);
+		}
 		phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
 		if (phase == STK_PHASE_FABRIC || phase == STK_PHASE_KERNEL)
 			return phase;
@@ -640,10 +710,60 @@ int stk_lazy_settle(struct stk_conn *conn, bool for_write, bool nonblock)
 	}
 }
 
+void stk_lazy_refuse(struct stk_conn *conn)
+{
+	struct stk_lazy *l = conn->lazy;
+	if (!l)
+		return;
+	uint64_t deadline = 0;
+	for (;;) {
+		pthread_mutex_lock(&l->lock);
+		advance(l, BY_REFUSE);
+		bool first = l->stage == C_WAIT_HELLO || l->stage == S_WAIT_REPLY;
+		if (first && !deadline)
+			deadline = now_ns() + write_wait_ns(l);
+		if (first && now_ns() >= deadline) {
+			give_up_for_write(l);
+			advance(l, BY_REFUSE); /* a late record already there goes now */
+		}
+		enum stage st = l->stage;
+		bool done = settled(l);
+		notify(l);
+		pthread_mutex_unlock(&l->lock);
+		if (done) {
+			unlist(l);
+			release_priv(l);
+		}
+		/* Settled, or on the way to the kernel with nothing there yet (a late
+		 * record is removed by the thread when it comes), or negotiating
+		 * with a server that decides (it may still choose the fabric). */
+		if (done || phase_of(st) == STK_PHASE_STRIP || st == C_CONNECTING)
+			return;
+		struct pollfd pfd = { .fd = conn->fd, .events = POLLIN | POLLRDHUP };
+		struct timespec ts = { 0, (long)(st == HANDSHAKE ? HS_POLL_NS : SETTLE_SLICE_NS) };
+		stk_ready_sys_ppoll(&pfd, 1, &ts, NULL);
+	}
+}
+
 short stk_lazy_events(struct stk_conn *conn)
 {
-	struct pollfd pfd = { .fd = conn->fd, .events = POLLIN | POLLOUT | POLLRDHUP };
-	if (stk_sys.poll(&pfd, 1, 0) <= 0)
+	/* An app waiting for its socket is an app touching it: a client answers the
+	 * HELLO here (one step: the phase stays PENDING unless it settles on the
+	 * kernel, which the readiness layers see by themselves). */
+	struct stk_lazy *l = conn->lazy;
+	if (l && l->client && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_PENDING &&
+	    pthread_mutex_trylock(&l->lock) == 0) {
+		if (l->stage == C_WAIT_HELLO)
+			step(l, BY_APP);
+		pthread_mutex_unlock(&l->lock);
+	}
+	/* settled on the kernel, private fd released: a call that found the conn
+	 * before that asks the kernel about the app's fd */
+	int fd = __atomic_load_n(&conn->fd, __ATOMIC_ACQUIRE);
+	if (fd < 0)
+		fd = l ? l->app_fd : -1;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLOUT | POLLRDHUP };
+	if (fd < 0 || stk_sys.poll(&pfd, 1, 0) <= 0)
 		return 0;
 	short k = pfd.revents;
 	int phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);

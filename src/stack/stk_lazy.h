@@ -55,6 +55,13 @@ int stk_lazy_server(int priv, int app_fd, struct stk_conn **out);
  * not decided yet: the call reports EAGAIN). */
 int stk_lazy_settle(struct stk_conn *conn, bool for_write, bool nonblock);
 
+/* The app is about to use the socket through a path we cannot follow (stdio's
+ * internal reads and writes): bring the negotiation to the kernel if it can
+ * still go there (a client REJECTs the HELLO, a server CANCELs), waiting for
+ * the peer's first record as a first write would. A conn already committed to
+ * the fabric finishes there. */
+void stk_lazy_refuse(struct stk_conn *conn);
+
 /* poll(2) events of a conn that is not on the fabric: the kernel socket's, no
  * POLLIN for negotiation bytes. Never blocks, takes no lock of this file. */
 short stk_lazy_events(struct stk_conn *conn);

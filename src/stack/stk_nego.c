@@ -515,16 +515,25 @@ int stk_nego_recv_msg(int fd, struct stk_nego_msg *msg, int timeout_ms)
 	}
 }
 
-int stk_nego_peek(int fd, struct stk_nego_msg *msg, size_t *msg_len)
+int stk_nego_peek_at(int fd, size_t skip, struct stk_nego_msg *msg, size_t *msg_len)
 {
-	uint8_t buf[STK_NEGO_MSG_MAX];
-	ssize_t n = stk_sys.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
-	if (n == 0)
-		return -ECONNRESET;
+	uint8_t buf[2 * STK_NEGO_MSG_MAX];
+	if (skip > STK_NEGO_MSG_MAX)
+		return -EINVAL;
+	ssize_t n = stk_sys.recv(fd, buf, skip + STK_NEGO_MSG_MAX, MSG_PEEK | MSG_DONTWAIT);
+	if (n == 0 || (n > 0 && (size_t)n == skip))
+		return n == 0 && skip == 0 ? -ECONNRESET : -EAGAIN;
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
+	if ((size_t)n < skip)
+		return -EAGAIN;
 	*msg_len = 0;
-	return stk_nego_decode(buf, (size_t)n, msg, msg_len);
+	return stk_nego_decode(buf + skip, (size_t)n - skip, msg, msg_len);
+}
+
+int stk_nego_peek(int fd, struct stk_nego_msg *msg, size_t *msg_len)
+{
+	return stk_nego_peek_at(fd, 0, msg, msg_len);
 }
 
 int stk_nego_consume(int fd, size_t len)

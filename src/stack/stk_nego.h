@@ -139,6 +139,9 @@ void stk_nego_cache_put(const struct sockaddr *dest, enum stk_nego_peer state);
  * connection's send buffer always has room; a partial send is completed with a
  * bounded wait). All return 0 or -errno. */
 int stk_nego_peek(int fd, struct stk_nego_msg *msg, size_t *msg_len);
+/* The same for the record that starts skip (≤ STK_NEGO_MSG_MAX) bytes in: what
+ * follows a record peek found (-EAGAIN also when the stream ends before it). */
+int stk_nego_peek_at(int fd, size_t skip, struct stk_nego_msg *msg, size_t *msg_len);
 int stk_nego_consume(int fd, size_t len);
 int stk_nego_send_now(int fd, const struct stk_nego_msg *msg);
 

@@ -57,7 +57,8 @@ struct stk_conn {
 	int phase;                /* atomic: enum stk_phase */
 	struct stk_lazy *lazy;    /* negotiation state while not FABRIC (stk_lazy.c) */
 	/* set once at creation / negotiation, read-only afterwards */
-	int fd;                   /* the kernel connection: liveness channel */
+	int fd;                   /* the kernel connection: liveness channel (-1 once
+				   * settled on the kernel, stk_lazy.c) */
 	uint32_t slot;            /* ours: peers address us by it */
 	uint64_t local_id;        /* id peers put on messages to us */
 	struct stk_fab *fab;      /* NULL until the provider is chosen */
