@@ -298,6 +298,19 @@ int stk_epoll_expose(struct stk_epoll *ep)
 	return ret;
 }
 
+int stk_epoll_kick(struct stk_epoll *ep)
+{
+	int ret = stk_epoll_expose(ep);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&ep->lock);
+	uint64_t v = 1;
+	if (!ep->expose_set && stk_sys.write(ep->expose_fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+		ep->expose_set = true; /* the next scan drains it */
+	pthread_mutex_unlock(&ep->lock);
+	return 0;
+}
+
 /* Exposure eventfd follows the pending state, on transitions only (lock held). */
 static void expose_update(struct stk_epoll *ep, bool pending)
 {

@@ -110,6 +110,12 @@ int stk_epoll_ctl_inner(struct stk_epoll *ep, int op, int fd, struct stk_epoll *
  * is as of the last scan. Returns 0 or -errno. */
 int stk_epoll_expose(struct stk_epoll *ep);
 
+/* The object was just attached to E, which a thread may be waiting on with the
+ * real epoll_wait (it had nothing of ours when the wait began): make that wait
+ * return (exposure eventfd, signalled once), so its wrapper sees the tag and
+ * continues in stk_epoll_wait. 0 or -errno. */
+int stk_epoll_kick(struct stk_epoll *ep);
+
 /* epoll_pwait semantics (sigmask NULL = epoll_wait): up to max events, the
  * accelerated sockets' and E's merged, waiting timeout_ms (-1 = forever).
  * Returns the count, 0 on timeout, or -errno (-EINVAL for max <= 0, -EINTR). */

@@ -44,6 +44,7 @@ struct stk_lazy {
 	pthread_mutex_t lock;     /* the driver's: held while advancing (never blocks) */
 	struct stk_conn *conn;
 	int app_fd;               /* the log; readiness once priv is released */
+	pid_t pid;                /* the process that created it */
 	bool client;
 	/* protected by lock */
 	enum stage stage;
@@ -54,6 +55,7 @@ struct stk_lazy {
 	bool hs_posted;
 	uint64_t deadline;        /* C_WAIT_ACK and HANDSHAKE: give up after */
 	bool changed;             /* phase changed: tell the epoll layer (once) */
+	bool priv_lost;           /* the app closed our fd number behind our back */
 	/* protected by reg_lock */
 	bool listed;
 	struct stk_lazy *next;
@@ -132,6 +134,8 @@ static void consume(struct stk_lazy *l, int decoded, size_t len)
 
 static void io_fallback(struct stk_lazy *l, int err)
 {
+	if (err == -EBADF || err == -ENOTSOCK)
+		l->priv_lost = true; /* the number may be the app's by now: never close it */
 	struct stk_attach_info info;
 	stk_conn_fall_back(&info, STK_C_FALLBACK_IO, l->app_fd,
 			   "kernel connection failed during the negotiation: %s",
@@ -363,6 +367,10 @@ static bool step(struct stk_lazy *l, enum driver by)
 
 static void advance(struct stk_lazy *l, enum driver by)
 {
+	/* A forked child cannot take a connection onto its parent's fabric
+	 * endpoint: what it inherited while negotiating goes to the kernel. */
+	if (by == BY_APP && getpid() != l->pid)
+		by = BY_REFUSE;
 	for (int i = 0; i < 16 && step(l, by); i++)
 		;
 }
@@ -396,7 +404,7 @@ static void release_priv(struct stk_lazy *l)
 	if (__atomic_load_n(&l->conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_KERNEL)
 		return;
 	int fd = __atomic_exchange_n(&l->conn->fd, -1, __ATOMIC_ACQ_REL);
-	if (fd >= 0)
+	if (fd >= 0 && !l->priv_lost)
 		stk_sys.close(fd);
 }
 
@@ -410,7 +418,7 @@ static void unlist_locked(struct stk_lazy *l)
 			break;
 		}
 	l->listed = false;
-	if (thread_epfd >= 0 && l->conn->fd >= 0)
+	if (thread_epfd >= 0 && l->conn->fd >= 0 && !l->priv_lost)
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, l->conn->fd, NULL);
 }
 
@@ -432,8 +440,17 @@ static void *thread_main(void *arg)
 			clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
 		}
 		int n = stk_sys.epoll_wait(epfd, evs, 64, timeout_ms);
-		if (n < 0 && errno != EINTR)
+		if (n < 0 && errno != EINTR) {
+			/* Our epoll fd was closed behind our back (closefrom in a daemon):
+			 * the next negotiation starts a new thread. */
+			pthread_mutex_lock(&reg_lock);
+			if (thread_epfd == epfd) {
+				thread_epfd = -1;
+				thread_pid = 0;
+			}
+			pthread_mutex_unlock(&reg_lock);
 			return NULL;
+		}
 		/* Every wake walks every pending conn: the set is small and the
 		 * registration edge-triggered, so nothing is ever missed. */
 		bool busy = false, hs = false;
@@ -472,8 +489,14 @@ static void *thread_main(void *arg)
 static int ensure_thread_locked(void)
 {
 	pid_t pid = getpid();
-	if (thread_epfd >= 0 && thread_pid == pid)
-		return 0;
+	if (thread_epfd >= 0 && thread_pid == pid) {
+		/* EINVAL (itself) when it is open, EBADF when the app closed it */
+		if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, thread_epfd, NULL) < 0 &&
+		    errno == EBADF)
+			thread_epfd = -1; /* closed behind our back; its thread ends */
+		else
+			return 0;
+	}
 	if (thread_epfd >= 0)
 		stk_sys.close(thread_epfd); /* the parent's, inherited */
 	thread_epfd = stk_sys.epoll_create1(EPOLL_CLOEXEC);
@@ -546,6 +569,7 @@ static int create(int priv, int app_fd, bool client, enum stage st, struct stk_c
 	pthread_mutex_init(&l->lock, NULL);
 	l->conn = conn;
 	l->app_fd = app_fd;
+	l->pid = getpid();
 	l->client = client;
 	l->stage = st;
 	conn->lazy = l;
@@ -613,6 +637,8 @@ void stk_lazy_forget(struct stk_conn *conn)
 	if (!l)
 		return;
 	unlist(l);
+	if (l->priv_lost)
+		conn->fd = -1; /* not ours any more: the close must not touch it */
 	/* an app thread may still be settling on another fd of the same socket:
 	 * the app's race, as with the kernel; wait for its step at least */
 	pthread_mutex_lock(&l->lock);
@@ -667,8 +693,31 @@ static void give_up_for_write(struct stk_lazy *l)
 	}
 }
 
+/* A blocking read's condition: the negotiation decided (advanced here too). */
+static bool read_decided(struct stk_conn *conn)
+{
+	struct stk_lazy *l = conn->lazy;
+	pthread_mutex_lock(&l->lock);
+	advance(l, BY_APP);
+	bool done = settled(l);
+	notify(l);
+	pthread_mutex_unlock(&l->lock);
+	if (done) {
+		unlist(l);
+		release_priv(l);
+	}
+	int phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+	return phase == STK_PHASE_FABRIC || phase == STK_PHASE_KERNEL;
+}
+
 int stk_lazy_settle(struct stk_conn *conn, bool for_write, bool nonblock)
 {
+	if (!for_write && !nonblock && conn->lazy) {
+		/* as long as a blocking read of the kernel would wait, with its
+		 * timeout and signals */
+		int w = stk_conn_block_until(conn, read_decided);
+		return w < 0 ? w : __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+	}
 	struct stk_lazy *l = conn->lazy;
 	uint64_t deadline = 0;
 	for (;;) {

@@ -133,6 +133,10 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len);
  * for a moment, so handlers run on this thread as with the kernel. */
 ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags);
 ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags);
+/* Block as a blocking recv on conn would (SO_RCVTIMEO, signals, SA_RESTART)
+ * until until(conn) is true (asked at least every millisecond). 0, -EAGAIN
+ * (the socket's timeout), -EINTR. */
+int stk_conn_block_until(struct stk_conn *conn, bool (*until)(struct stk_conn *conn));
 /* how: SHUT_RD, SHUT_WR, SHUT_RDWR. */
 int stk_shutdown(struct stk_conn *conn, int how);
 /* Graceful (FIN|CLOSE after the data, waits ≤ 1 s for it to leave) or abortive
