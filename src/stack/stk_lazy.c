@@ -175,6 +175,7 @@ static bool hello_cancelled(struct stk_lazy *l, size_t len)
 		return false;
 	stk_nego_consume(l->conn->fd, len);
 	stk_nego_consume(l->conn->fd, next_len);
+	stk_count_add(STK_C_NEGO_RECORDS_STRIPPED, 2);
 	if (get_addrs(l))
 		stk_nego_cache_put((struct sockaddr *)&l->peer, STK_PEER_CAPABLE);
 	struct stk_attach_info info;
@@ -238,7 +239,7 @@ static bool step(struct stk_lazy *l, enum driver by)
 			stk_conn_make_decision(&reject, STK_NEGO_REPLY, STK_NEGO_REJECT_LATE);
 			send_or_fail(l, &reject);
 			stk_nego_cache_put((struct sockaddr *)&l->peer, STK_PEER_CAPABLE);
-			stk_conn_fall_back(&info, STK_C_FALLBACK_NO_TRANSPORT, l->app_fd,
+			stk_conn_fall_back(&info, STK_C_FALLBACK_STDIO, l->app_fd,
 					   "the app reads or writes the socket through stdio");
 			set_stage(l, STRIP_CANCEL);
 			return true;
@@ -316,7 +317,7 @@ static bool step(struct stk_lazy *l, enum driver by)
 			stk_conn_make_decision(&cancel_msg, STK_NEGO_CANCEL, STK_NEGO_CANCEL_APP_WROTE);
 			if (r == 0 && msg.status == STK_NEGO_ACCEPT)
 				send_or_fail(l, &cancel_msg);
-			stk_conn_fall_back(&info, STK_C_FALLBACK_NO_TRANSPORT, l->app_fd,
+			stk_conn_fall_back(&info, STK_C_FALLBACK_STDIO, l->app_fd,
 					   "the app reads or writes the socket through stdio");
 			to_kernel(l);
 			return true;
@@ -344,6 +345,7 @@ static bool step(struct stk_lazy *l, enum driver by)
 			      : l->stage == STRIP_CANCEL ? STK_NEGO_CANCEL : STK_NEGO_REPLY;
 		if ((r == 0 || r == -EPROTONOSUPPORT) && msg.type == want) {
 			stk_nego_consume(conn->fd, len);
+			stk_count(STK_C_NEGO_RECORDS_STRIPPED);
 			if (want == STK_NEGO_HELLO) {
 				/* the destination is libfabsock, only slow: wait longer next
 				 * time (P2) */
