@@ -385,16 +385,21 @@ static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *
 	return finish(conn, out, info, "client");
 }
 
-int stk_accel_listen(int listen_fd)
+void stk_conn_open_providers(void)
 {
-	int ret = stk_nego_listener_prepare(listen_fd);
-	if (ret)
-		return ret;
 	const char *cursor = stk_cfg.providers;
 	char name[STK_FAB_NAME_MAX];
 	struct stk_fab *fab;
 	while (next_provider(&cursor, name))
 		stk_fab_get(name, &fab); /* failures are cached and logged there */
+}
+
+int stk_accel_listen(int listen_fd)
+{
+	int ret = stk_nego_listener_prepare(listen_fd);
+	if (ret)
+		return ret;
+	stk_conn_open_providers();
 	return 0;
 }
 

@@ -31,6 +31,7 @@
 enum stage {
 	C_CONNECTING,   /* client: kernel connect in progress */
 	C_WAIT_HELLO,   /* client: connected, the server's first record decides */
+	C_HOLDING,      /* client: HOLD sent for the HELLO in l->hello, providers opening */
 	C_WAIT_ACK,     /* client: REPLY sent, the server decides */
 	HANDSHAKE,      /* both: ACK sent/received, first fabric message each way */
 	S_WAIT_REPLY,   /* server: HELLO sent, the client's first record decides */
@@ -56,10 +57,13 @@ struct stk_lazy {
 	uint64_t deadline;        /* C_WAIT_ACK and HANDSHAKE: give up after */
 	bool changed;             /* phase changed: tell the epoll layer (once) */
 	bool priv_lost;           /* the app closed our fd number behind our back */
+	bool held;                /* server: the client sent HOLD */
 	/* protected by reg_lock */
 	bool listed;
 	struct stk_lazy *next;
 };
+
+static int providers_ready; /* atomic: the negotiation thread opened the providers */
 
 static uint64_t now_ns(void)
 {
@@ -233,6 +237,17 @@ static bool step(struct stk_lazy *l, enum driver by)
 			io_fallback(l, -errno);
 			return true;
 		}
+		if (r == 0 && msg.type == STK_NEGO_HELLO && by == BY_APP &&
+		    !__atomic_load_n(&providers_ready, __ATOMIC_ACQUIRE)) {
+			/* answering now would wait for libfabric to load: say so */
+			consume(l, r, len);
+			l->hello = msg;
+			struct stk_nego_msg hold;
+			stk_conn_make_decision(&hold, STK_NEGO_REPLY, STK_NEGO_HOLD);
+			send_or_fail(l, &hold);
+			set_stage(l, C_HOLDING);
+			return true;
+		}
 		consume(l, r, len);
 		if (by == BY_REFUSE && r != -EPROTO) {
 			struct stk_nego_msg reject;
@@ -257,6 +272,44 @@ static bool step(struct stk_lazy *l, enum driver by)
 			send_or_fail(l, &reply);
 		/* our record: the server may still CANCEL (its app wrote first) */
 		set_stage(l, r == -EPROTO ? DONE : STRIP_CANCEL);
+		return true;
+	}
+	case C_HOLDING: {
+		/* the server may have given up meanwhile (its app wrote first) */
+		r = stk_nego_peek(conn->fd, &msg, &len);
+		if (r == 0 && msg.type == STK_NEGO_CANCEL) {
+			stk_nego_consume(conn->fd, len);
+			stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd,
+					   "the server cancelled while our providers opened");
+			to_kernel(l);
+			return true;
+		}
+		/* the app already touched the socket (it sent the HOLD): whoever comes
+		 * once the providers are open answers the HELLO we kept */
+		if (by != BY_REFUSE && !__atomic_load_n(&providers_ready, __ATOMIC_ACQUIRE))
+			return false;
+		struct stk_nego_msg reply;
+		if (!get_addrs(l)) {
+			io_fallback(l, -errno);
+			return true;
+		}
+		int ret = by == BY_REFUSE ? STK_ATTACH_KERNEL
+			: stk_conn_answer_hello(conn, 0, &l->hello, (struct sockaddr *)&l->peer,
+						(struct sockaddr *)&l->local, &reply, &info);
+		if (by == BY_REFUSE) {
+			stk_conn_make_decision(&reply, STK_NEGO_REPLY, STK_NEGO_REJECT_LATE);
+			stk_conn_fall_back(&info, STK_C_FALLBACK_STDIO, l->app_fd,
+					   "the app reads or writes the socket through stdio");
+		}
+		if (ret == 0) {
+			send_or_fail(l, &reply);
+			l->deadline = now_ns() + (uint64_t)STK_NEGO_REPLY_WAIT_MS * 1000000ull;
+			set_stage(l, C_WAIT_ACK);
+			return true;
+		}
+		if (reply.type)
+			send_or_fail(l, &reply);
+		set_stage(l, STRIP_CANCEL);
 		return true;
 	}
 	case C_WAIT_ACK:
@@ -312,6 +365,10 @@ static bool step(struct stk_lazy *l, enum driver by)
 			return true;
 		}
 		consume(l, r, len);
+		if (r == 0 && msg.type == STK_NEGO_REPLY && msg.status == STK_NEGO_HOLD) {
+			l->held = true; /* a real REPLY follows: a write waits longer */
+			return true;
+		}
 		if (by == BY_REFUSE && r != -EPROTO) {
 			struct stk_nego_msg cancel_msg;
 			stk_conn_make_decision(&cancel_msg, STK_NEGO_CANCEL, STK_NEGO_CANCEL_APP_WROTE);
@@ -430,8 +487,13 @@ static void *thread_main(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* the app's signals are not for us */
+	/* A client process opens its providers here, while its app goes on: when
+	 * the server's HELLO comes, the answer must not wait for libfabric to load
+	 * (a server that writes first waits only FABSOCK_NEGO_WAIT_MS for it). */
+	stk_conn_open_providers();
+	__atomic_store_n(&providers_ready, 1, __ATOMIC_RELEASE);
 	struct epoll_event evs[64];
-	int timeout_ms = -1;
+	int timeout_ms = 0; /* first walk at once: HELLOs may be held for us */
 	uint64_t nap_ns = 0;
 	for (;;) {
 		pthread_mutex_lock(&reg_lock);
@@ -656,6 +718,8 @@ void stk_lazy_forget(struct stk_conn *conn)
 static uint64_t write_wait_ns(struct stk_lazy *l)
 {
 	unsigned ms = stk_cfg.nego_wait_ms;
+	if (l->held)
+		return (uint64_t)STK_NEGO_REPLY_WAIT_MS * 1000000ull;
 	if (l->client && get_addrs(l)) {
 		enum stk_nego_peer known = stk_nego_cache_get((struct sockaddr *)&l->peer);
 		if (known == STK_PEER_PLAIN)
@@ -721,15 +785,17 @@ int stk_lazy_settle(struct stk_conn *conn, bool for_write, bool nonblock)
 		return w < 0 ? w : __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
 	}
 	struct stk_lazy *l = conn->lazy;
-	uint64_t deadline = 0;
+	uint64_t start = 0, deadline = 0;
 	for (;;) {
 		int phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
 		if (!l || phase == STK_PHASE_FABRIC || phase == STK_PHASE_KERNEL)
 			return phase;
 		pthread_mutex_lock(&l->lock);
 		advance(l, BY_APP);
-		if (for_write && !deadline && (l->stage == C_WAIT_HELLO || l->stage == S_WAIT_REPLY))
-			deadline = now_ns() + write_wait_ns(l);
+		if (for_write && !start && (l->stage == C_WAIT_HELLO || l->stage == S_WAIT_REPLY))
+			start = now_ns();
+		if (start)
+			deadline = start + write_wait_ns(l); /* longer once the client said HOLD */
 		if (for_write && deadline && now_ns() >= deadline)
 			give_up_for_write(l);
 		enum stage st = l->stage;
@@ -766,13 +832,15 @@ void stk_lazy_refuse(struct stk_conn *conn)
 	struct stk_lazy *l = conn->lazy;
 	if (!l)
 		return;
-	uint64_t deadline = 0;
+	uint64_t start = 0, deadline = 0;
 	for (;;) {
 		pthread_mutex_lock(&l->lock);
 		advance(l, BY_REFUSE);
 		bool first = l->stage == C_WAIT_HELLO || l->stage == S_WAIT_REPLY;
-		if (first && !deadline)
-			deadline = now_ns() + write_wait_ns(l);
+		if (first && !start)
+			start = now_ns();
+		if (start)
+			deadline = start + write_wait_ns(l);
 		if (first && now_ns() >= deadline) {
 			give_up_for_write(l);
 			advance(l, BY_REFUSE); /* a late record already there goes now */
@@ -804,7 +872,7 @@ short stk_lazy_events(struct stk_conn *conn)
 	struct stk_lazy *l = conn->lazy;
 	if (l && l->client && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_PENDING &&
 	    pthread_mutex_trylock(&l->lock) == 0) {
-		if (l->stage == C_WAIT_HELLO)
+		if (l->stage == C_WAIT_HELLO || l->stage == C_HOLDING)
 			step(l, BY_APP);
 		pthread_mutex_unlock(&l->lock);
 	}

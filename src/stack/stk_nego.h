@@ -26,6 +26,10 @@
  *       stk_cfg.nego_wait_ms for an unknown destination, 0 for one cached as plain
  *       (TTL STK_NEGO_CACHE_TTL_S), STK_NEGO_WAIT_CAPABLE_MS for one cached as
  *       capable (P3); reads wait for data anyway.
+ *       A client whose providers are still opening (loading libfabric takes
+ *       ~0.2 s once per process) first sends a REPLY with status HOLD: it
+ *       commits to a real REPLY that follows, and the server then waits up to
+ *       STK_NEGO_REPLY_WAIT_MS instead of stk_cfg.nego_wait_ms.
  *     - the server's first incoming bytes: a REPLY ACCEPT it can use → ACK, fabric;
  *       a REPLY it cannot use → CANCEL, kernel; a REJECT → kernel; anything else is
  *       the client app's data (the client fell back): kernel, nothing consumed. If
@@ -82,6 +86,7 @@ enum stk_nego_status {
 	STK_NEGO_REJECT_LATE = 5,
 	STK_NEGO_CANCEL_APP_WROTE = 6,  /* CANCEL: the server app wrote first */
 	STK_NEGO_CANCEL_UNUSABLE = 7,   /* CANCEL: the REPLY's provider is unusable */
+	STK_NEGO_HOLD = 8,              /* REPLY: the real REPLY follows (providers loading) */
 };
 
 struct stk_nego_prov {
