@@ -7,7 +7,7 @@
 #    accepts: client speaks first → accelerated; server speaks first → cleanly on
 #    the kernel (the server cancels, the client removes HELLO and CANCEL); bytes
 #    right and no stall (< 1 s) either way;
-#  - a server that accepts late (300 ms): client speaks first → kernel (its first
+#  - a server that accepts late (1.5 s, far beyond the client's start-up): client speaks first → kernel (its first
 #    write waited FABSOCK_NEGO_WAIT_MS), the late HELLO removed; server speaks
 #    first → accelerated (the client's blocking read answers the HELLO).
 . "$top_srcdir/tests/accel/lib.sh"
@@ -61,11 +61,11 @@ for order in client-first server-first; do
 	fi
 done
 
-# late ARGS...: echo.py server accepting 300 ms late, echo.py client; ARGS to both.
+# late ARGS...: echo.py server accepting 1.5 s late, echo.py client; ARGS to both.
 late() {
 	port=$(free_port)
 	rm -f "$tmp/srv.out"
-	timeout 30 "$launcher" -- "$python" "$echo_py" server "$port" "$size" --accept-delay=300 \
+	timeout 30 "$launcher" -- "$python" "$echo_py" server "$port" "$size" --accept-delay=1500 \
 		"$@" >"$tmp/srv.out" 2>"$tmp/srv.log" &
 	spid=$!
 	pids="$pids $spid"
