@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define HS_SPIN_NS 200000ull     /* handshake: spin this long for the peer's message */
 #define HS_POLL_NS 100000ull     /* handshake in progress: look again after 100 µs */
 #define BUSY_POLL_NS 1000000ull  /* a conn another thread drives: look again in 1 ms */
 #define SETTLE_SLICE_NS 1000000ull
@@ -58,6 +59,9 @@ struct stk_lazy {
 	bool changed;             /* phase changed: tell the epoll layer (once) */
 	bool priv_lost;           /* the app closed our fd number behind our back */
 	bool held;                /* server: the client sent HOLD */
+	int app_waiting;          /* atomic: an app thread drives it now (the thread
+				   * keeps off: taking the records it waits for
+				   * would leave it asleep) */
 	/* protected by reg_lock */
 	bool listed;
 	struct stk_lazy *next;
@@ -342,8 +346,12 @@ static bool step(struct stk_lazy *l, enum driver by)
 					   "malformed ACK from the server");
 		to_kernel(l);
 		return true;
-	case HANDSHAKE:
-		r = stk_conn_handshake_step(conn, &l->hs_posted);
+	case HANDSHAKE: {
+		/* both ends are at it now: the peer's message is microseconds away,
+		 * a short spin saves a sleep (and a thread hop) per connection */
+		uint64_t spin_end = now_ns() + HS_SPIN_NS;
+		while ((r = stk_conn_handshake_step(conn, &l->hs_posted)) == 0 && now_ns() < spin_end)
+			stk_ready_cpu_relax();
 		if (r > 0) {
 			to_fabric(l);
 			return true;
@@ -355,6 +363,7 @@ static bool step(struct stk_lazy *l, enum driver by)
 				   stk_fab_name(conn->fab), STK_NEGO_HANDSHAKE_MS);
 		to_kernel(l);
 		return true;
+	}
 	case S_WAIT_REPLY: {
 		r = stk_nego_peek(conn->fd, &msg, &len);
 		if (r == -EAGAIN)
@@ -522,6 +531,8 @@ static void *thread_main(void *arg)
 		struct stk_lazy *next;
 		for (struct stk_lazy *l = reg_head; l; l = next) {
 			next = l->next;
+			if (__atomic_load_n(&l->app_waiting, __ATOMIC_ACQUIRE))
+				continue;
 			if (pthread_mutex_trylock(&l->lock) != 0) {
 				busy = true; /* an app thread drives it; look again soon */
 				continue;
@@ -776,7 +787,20 @@ static bool read_decided(struct stk_conn *conn)
 	return phase == STK_PHASE_FABRIC || phase == STK_PHASE_KERNEL;
 }
 
+static int settle(struct stk_conn *conn, bool for_write, bool nonblock);
+
 int stk_lazy_settle(struct stk_conn *conn, bool for_write, bool nonblock)
+{
+	struct stk_lazy *l = conn->lazy;
+	if (!l)
+		return __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+	__atomic_fetch_add(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+	int ret = settle(conn, for_write, nonblock);
+	__atomic_fetch_sub(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+	return ret;
+}
+
+static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
 {
 	if (!for_write && !nonblock && conn->lazy) {
 		/* as long as a blocking read of the kernel would wait, with its
@@ -827,11 +851,21 @@ int stk_lazy_settle(struct stk_conn *conn, bool for_write, bool nonblock)
 	}
 }
 
+static void refuse(struct stk_lazy *l);
+
 void stk_lazy_refuse(struct stk_conn *conn)
 {
 	struct stk_lazy *l = conn->lazy;
 	if (!l)
 		return;
+	__atomic_fetch_add(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+	refuse(l);
+	__atomic_fetch_sub(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+}
+
+static void refuse(struct stk_lazy *l)
+{
+	struct stk_conn *conn = l->conn;
 	uint64_t start = 0, deadline = 0;
 	for (;;) {
 		pthread_mutex_lock(&l->lock);

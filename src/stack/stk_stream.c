@@ -162,10 +162,12 @@ void stk_conn_destroy(struct stk_conn *conn)
 	pthread_mutex_unlock(&table_lock);
 	/* A delivery may have loaded the pointer just before: wait it out on every
 	 * endpoint (the connection may not have chosen one yet). */
-	if (conn->fab)
+	if (conn->fab) {
 		stk_fab_quiesce(conn->fab);
-	else
+		stk_fab_av_release(conn->fab, conn->peer_addr); /* taken for stk_conn_connect */
+	} else {
 		stk_fab_foreach_open(quiesce_one, NULL);
+	}
 	free_conn(conn);
 }
 
@@ -815,6 +817,8 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 			return -EINTR;
 		if (n > 0 && pfd[0].revents && !until)
 			check_liveness(conn);
+		if (n > 0 && pfd[0].revents && until)
+			backoff = SLEEP_MIN_NS; /* the negotiation moves: watch it closely */
 		if (n > 0 && sig_idx >= 0 && pfd[sig_idx].revents)
 			return -EINTR;
 	}

@@ -7,9 +7,10 @@
 #    accepts: client speaks first → accelerated; server speaks first → cleanly on
 #    the kernel (the server cancels, the client removes HELLO and CANCEL); bytes
 #    right and no stall (< 1 s) either way;
-#  - a server that accepts late (1.5 s, far beyond the client's start-up): client speaks first → kernel (its first
-#    write waited FABSOCK_NEGO_WAIT_MS), the late HELLO removed; server speaks
-#    first → accelerated (the client's blocking read answers the HELLO).
+#  - a server that accepts late (1.5 s, far beyond the client's start-up):
+#    client speaks first → kernel (its first write waited FABSOCK_NEGO_WAIT_MS),
+#    the late HELLO removed; server speaks first → accelerated (the client's
+#    blocking read answers the HELLO).
 . "$top_srcdir/tests/accel/lib.sh"
 nego_py="$top_srcdir/tests/accel/nego.py"
 size=$((1 << 20))
