@@ -32,7 +32,6 @@
 enum stage {
 	C_CONNECTING,   /* client: kernel connect in progress */
 	C_WAIT_HELLO,   /* client: connected, the server's first record decides */
-	C_HOLDING,      /* client: HOLD sent for the HELLO in l->hello, providers opening */
 	C_WAIT_ACK,     /* client: REPLY sent, the server decides */
 	HANDSHAKE,      /* both: ACK sent/received, first fabric message each way */
 	S_WAIT_REPLY,   /* server: HELLO sent, the client's first record decides */
@@ -67,7 +66,7 @@ struct stk_lazy {
 	struct stk_lazy *next;
 };
 
-static int providers_ready; /* atomic: the negotiation thread opened the providers */
+static int providers_ready; /* atomic: this process opened its providers once */
 
 static uint64_t now_ns(void)
 {
@@ -243,14 +242,17 @@ static bool step(struct stk_lazy *l, enum driver by)
 		}
 		if (r == 0 && msg.type == STK_NEGO_HELLO && by == BY_APP &&
 		    !__atomic_load_n(&providers_ready, __ATOMIC_ACQUIRE)) {
-			/* answering now would wait for libfabric to load: say so */
-			consume(l, r, len);
-			l->hello = msg;
+			/* The first libfabsock peer of this process: opening the
+			 * providers loads libfabric (~0.2 s). Tell the server first, so
+			 * that a server that writes first waits for our REPLY. Opened
+			 * here, by the app, and not ahead in the thread: a process that
+			 * only meets plain peers never loads libfabric, and none exits
+			 * while a thread of ours is inside it. */
 			struct stk_nego_msg hold;
 			stk_conn_make_decision(&hold, STK_NEGO_REPLY, STK_NEGO_HOLD);
 			send_or_fail(l, &hold);
-			set_stage(l, C_HOLDING);
-			return true;
+			stk_conn_open_providers();
+			__atomic_store_n(&providers_ready, 1, __ATOMIC_RELEASE);
 		}
 		consume(l, r, len);
 		if (by == BY_REFUSE && r != -EPROTO) {
@@ -276,44 +278,6 @@ static bool step(struct stk_lazy *l, enum driver by)
 			send_or_fail(l, &reply);
 		/* our record: the server may still CANCEL (its app wrote first) */
 		set_stage(l, r == -EPROTO ? DONE : STRIP_CANCEL);
-		return true;
-	}
-	case C_HOLDING: {
-		/* the server may have given up meanwhile (its app wrote first) */
-		r = stk_nego_peek(conn->fd, &msg, &len);
-		if (r == 0 && msg.type == STK_NEGO_CANCEL) {
-			stk_nego_consume(conn->fd, len);
-			stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd,
-					   "the server cancelled while our providers opened");
-			to_kernel(l);
-			return true;
-		}
-		/* the app already touched the socket (it sent the HOLD): whoever comes
-		 * once the providers are open answers the HELLO we kept */
-		if (by != BY_REFUSE && !__atomic_load_n(&providers_ready, __ATOMIC_ACQUIRE))
-			return false;
-		struct stk_nego_msg reply;
-		if (!get_addrs(l)) {
-			io_fallback(l, -errno);
-			return true;
-		}
-		int ret = by == BY_REFUSE ? STK_ATTACH_KERNEL
-			: stk_conn_answer_hello(conn, 0, &l->hello, (struct sockaddr *)&l->peer,
-						(struct sockaddr *)&l->local, &reply, &info);
-		if (by == BY_REFUSE) {
-			stk_conn_make_decision(&reply, STK_NEGO_REPLY, STK_NEGO_REJECT_LATE);
-			stk_conn_fall_back(&info, STK_C_FALLBACK_STDIO, l->app_fd,
-					   "the app reads or writes the socket through stdio");
-		}
-		if (ret == 0) {
-			send_or_fail(l, &reply);
-			l->deadline = now_ns() + (uint64_t)STK_NEGO_REPLY_WAIT_MS * 1000000ull;
-			set_stage(l, C_WAIT_ACK);
-			return true;
-		}
-		if (reply.type)
-			send_or_fail(l, &reply);
-		set_stage(l, STRIP_CANCEL);
 		return true;
 	}
 	case C_WAIT_ACK:
@@ -496,13 +460,8 @@ static void *thread_main(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* the app's signals are not for us */
-	/* A client process opens its providers here, while its app goes on: when
-	 * the server's HELLO comes, the answer must not wait for libfabric to load
-	 * (a server that writes first waits only FABSOCK_NEGO_WAIT_MS for it). */
-	stk_conn_open_providers();
-	__atomic_store_n(&providers_ready, 1, __ATOMIC_RELEASE);
 	struct epoll_event evs[64];
-	int timeout_ms = 0; /* first walk at once: HELLOs may be held for us */
+	int timeout_ms = -1;
 	uint64_t nap_ns = 0;
 	for (;;) {
 		pthread_mutex_lock(&reg_lock);
@@ -906,7 +865,7 @@ short stk_lazy_events(struct stk_conn *conn)
 	struct stk_lazy *l = conn->lazy;
 	if (l && l->client && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_PENDING &&
 	    pthread_mutex_trylock(&l->lock) == 0) {
-		if (l->stage == C_WAIT_HELLO || l->stage == C_HOLDING)
+		if (l->stage == C_WAIT_HELLO)
 			step(l, BY_APP);
 		pthread_mutex_unlock(&l->lock);
 	}

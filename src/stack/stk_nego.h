@@ -26,7 +26,7 @@
  *       stk_cfg.nego_wait_ms for an unknown destination, 0 for one cached as plain
  *       (TTL STK_NEGO_CACHE_TTL_S), STK_NEGO_WAIT_CAPABLE_MS for one cached as
  *       capable (P3); reads wait for data anyway.
- *       A client whose providers are still opening (loading libfabric takes
+ *       A client that must first open its providers (loading libfabric takes
  *       ~0.2 s once per process) first sends a REPLY with status HOLD: it
  *       commits to a real REPLY that follows, and the server then waits up to
  *       STK_NEGO_REPLY_WAIT_MS instead of stk_cfg.nego_wait_ms.
