@@ -4,6 +4,7 @@
 #include "config.h"
 #include "preload/pl_wrap.h"
 #include "stack/stk_accel.h"
+#include "stack/stk_ready.h"
 #include "stack/stk_sock.h"
 #include "stack/stk_stream.h"
 
@@ -99,6 +100,10 @@ PL_EXPORT int ioctl(int fd, unsigned long request, ...)
 	struct stk_sock *sock = pl_tracked(fd);
 	if (sock && sock->conn) {
 		if (request == FIONREAD) {
+			if (stk_ready_bad_user_range(arg, sizeof(int))) {
+				errno = EFAULT; /* as the kernel, not a SIGSEGV */
+				return -1;
+			}
 			int saved_errno = errno;
 			pl_enter();
 			int phase = stk_conn_on_fabric(sock->conn)

@@ -861,13 +861,23 @@ short stk_lazy_events(struct stk_conn *conn)
 {
 	/* An app waiting for its socket is an app touching it: a client answers the
 	 * HELLO here (one step: the phase stays PENDING unless it settles on the
-	 * kernel, which the readiness layers see by themselves). */
+	 * kernel, which the readiness layers see by themselves), and a handshake
+	 * the peer finished is finished here too (no sleep, no spin). */
 	struct stk_lazy *l = conn->lazy;
-	if (l && l->client && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_PENDING &&
+	if (l && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_PENDING &&
 	    pthread_mutex_trylock(&l->lock) == 0) {
-		if (l->stage == C_WAIT_HELLO)
+		if (l->stage == C_WAIT_HELLO && l->client) {
 			step(l, BY_APP);
+		} else if (l->stage == HANDSHAKE &&
+			   stk_conn_handshake_step(conn, &l->hs_posted) > 0) {
+			/* the peer already sends: its bytes are readable now, as on
+			 * the kernel once its write returned (the thread tells the
+			 * other waiters at its next pass) */
+			to_fabric(l);
+		}
 		pthread_mutex_unlock(&l->lock);
+		if (__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_FABRIC)
+			return stk_poll_events(conn);
 	}
 	/* settled on the kernel, private fd released: a call that found the conn
 	 * before that asks the kernel about the app's fd */
