@@ -7,14 +7,26 @@
  * (conn->fd). Its negotiation is a small state machine driven, under its own
  * lock and without ever blocking, by whichever comes first:
  *  - the process's negotiation thread (created lazily, re-created in a forked
- *    child): it sleeps in epoll_wait on the pending sockets' private fds (≈0 %
- *    CPU), and answers HELLO/REPLY/ACK and removes late records as soon as they
- *    arrive, so progress never depends on the app touching the socket and no
- *    negotiation byte reaches an app reading through a path we do not interpose;
+ *    child or when the app closed its epoll fd behind our back): it sleeps in
+ *    epoll_wait on the pending sockets' private fds (≈0 % CPU) and, as soon as
+ *    they arrive, answers REPLYs (server: ACK or CANCEL), takes ACKs, finishes
+ *    handshakes, and removes late records (a HELLO and CANCEL together, a REPLY
+ *    that crossed our CANCEL) — so that no negotiation byte waits in a stream an
+ *    app may read through a path we do not interpose. It leaves alone a conn an
+ *    app thread is driving (stk_lazy_settle), and it never answers a HELLO: a
+ *    client commits to the fabric only in a call of its own app;
  *  - an app thread's data call (stk_lazy_settle), which also applies the bounded
  *    waits of the protocol: a client's first write waits for the HELLO at most
  *    stk_cfg.nego_wait_ms (per the destination cache), a server's first write
- *    waits that long for the REPLY and then CANCELs; reads wait for bytes anyway.
+ *    waits that long for the REPLY (up to STK_NEGO_REPLY_WAIT_MS after a HOLD)
+ *    and then CANCELs; blocking reads wait for bytes anyway (with the socket's
+ *    SO_RCVTIMEO and the kernel's signal semantics);
+ *  - poll/select/epoll on the socket (stk_lazy_events): a client answers the
+ *    HELLO there, and a handshake the peer finished ends there;
+ *  - fdopen (stk_lazy_refuse): the app is about to use stdio, whose reads and
+ *    writes we never see: the negotiation is steered to the kernel.
+ * A client's first answer in a process opens the providers (libfabric loads in
+ * ~0.2 s): it first sends HOLD so that the server waits for the real REPLY.
  * The outcome: STK_PHASE_FABRIC (the conn carries the data), STK_PHASE_KERNEL (the
  * conn is an empty shell: the preload uses the kernel socket), or on the way to
  * the kernel STK_PHASE_STRIP (writes go to the kernel, reads first let a late
