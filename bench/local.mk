@@ -11,9 +11,14 @@ include bench/ready.mk
 noinst_PROGRAMS += bench/overhead
 bench_overhead_SOURCES = bench/overhead.c
 bench_overhead_LDADD = -ldl
-EXTRA_DIST += bench/overhead.sh bench/demo.sh bench/accel.sh
+EXTRA_DIST += bench/overhead.sh bench/demo.sh bench/accel.sh bench/connect.sh
 
-.PHONY: bench bench-overhead bench-demo bench-accel
+# Connection set-up cost, kernel vs launched (what the negotiation adds).
+noinst_PROGRAMS += bench/connect
+bench_connect_SOURCES = bench/connect.c
+bench_connect_LDADD = -lpthread
+
+.PHONY: bench bench-overhead bench-demo bench-accel bench-connect
 bench: bench-overhead bench-demo
 bench-overhead: bench/overhead tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/overhead.sh $(abs_top_builddir)
@@ -22,3 +27,5 @@ bench-demo: tools/fabsock src/libfabsock.la
 # Kernel vs accelerated TCP with sockperf (the lead's bench/accel.sh).
 bench-accel: tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/accel.sh $(abs_top_builddir)
+bench-connect: bench/connect tools/fabsock src/libfabsock.la
+	$(SHELL) $(srcdir)/bench/connect.sh $(abs_top_builddir)

@@ -8,6 +8,7 @@
 #include "stack/stk_hooks.h"
 #include "stack/stk_log.h"
 #include "stack/stk_ready.h"
+#include "stack/stk_stream.h"
 #include "stack/stk_sock.h"
 #include "stack/stk_sys.h"
 
@@ -68,7 +69,11 @@ static void guard_leave(void)
 static struct stk_conn *ready_lookup(int fd)
 {
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	return sock ? sock->conn : NULL;
+	struct stk_conn *conn = sock ? sock->conn : NULL;
+	/* settled on the kernel: a kernel fd for readiness */
+	if (conn && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_KERNEL)
+		return NULL;
+	return conn;
 }
 
 static const char *env_lookup(const char *name)
@@ -139,7 +144,7 @@ FSK_API int fsk_active(void)
 FSK_API int fsk_fd_accelerated(int fd)
 {
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	return sock && sock->conn;
+	return sock && sock->conn && stk_conn_on_fabric(sock->conn);
 }
 
 FSK_API int fsk_counter(const char *name, unsigned long long *value)

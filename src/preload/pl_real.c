@@ -251,6 +251,12 @@ static int raw_daemon(int nochdir, int noclose)
 	errno = ENOSYS;
 	return -1;
 }
+static FILE *raw_fdopen(int fd, const char *mode)
+{
+	(void)fd, (void)mode;
+	errno = ENOSYS; /* no system call: only before the table is filled */
+	return NULL;
+}
 static ssize_t raw_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	return syscall(SYS_sendfile, out_fd, in_fd, offset, count);

@@ -6,6 +6,7 @@
 #include "stack/stk_accel.h"
 #include "stack/stk_ready.h"
 #include "stack/stk_sock.h"
+#include "stack/stk_stream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,23 +14,9 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
-/* fd is about to be closed, by close or by dup2/dup3 over it. */
-static void before_close(struct stk_sock *sock, int fd)
-{
-	if (sock->conn || !sock->strip_pending)
-		return;
-	int saved_errno = errno;
-	pl_enter();
-	stk_accel_before_close(sock, fd);
-	pl_leave();
-	errno = saved_errno;
-}
-
 PL_EXPORT int close(int fd)
 {
-	struct stk_sock *tracked = pl_tracked(fd);
-	if (tracked) {
-		before_close(tracked, fd);
+	if (!pl_guarded() && pl_fdtab_get(&pl_fdtab, fd)) {
 		int saved_errno = errno;
 		struct stk_sock *sock = pl_fdtab_take(&pl_fdtab, fd);
 		if (sock) {
@@ -58,17 +45,8 @@ PL_EXPORT int dup(int fd)
 	return newfd;
 }
 
-/* dup2/dup3 silently close fd2 first. */
-static void before_dup_over(int fd, int fd2)
-{
-	struct stk_sock *sock = fd != fd2 ? pl_tracked(fd2) : NULL;
-	if (sock)
-		before_close(sock, fd2);
-}
-
 PL_EXPORT int dup2(int fd, int fd2)
 {
-	before_dup_over(fd, fd2);
 	int newfd = PL_REAL(dup2)(fd, fd2);
 	after_dup(fd, newfd);
 	return newfd;
@@ -76,7 +54,6 @@ PL_EXPORT int dup2(int fd, int fd2)
 
 PL_EXPORT int dup3(int fd, int fd2, int flags)
 {
-	before_dup_over(fd, fd2);
 	int newfd = PL_REAL(dup3)(fd, fd2, flags);
 	after_dup(fd, newfd);
 	return newfd;
@@ -124,13 +101,25 @@ PL_EXPORT int ioctl(int fd, unsigned long request, ...)
 	struct stk_sock *sock = pl_tracked(fd);
 	if (sock && sock->conn) {
 		if (request == FIONREAD || request == SIOCATMARK) {
-			if (stk_ready_bad_user_range(arg, sizeof(int)))
-				return errno = EFAULT, -1; /* as the kernel, not a SIGSEGV */
+			if (stk_ready_bad_user_range(arg, sizeof(int))) {
+				errno = EFAULT; /* as the kernel, not a SIGSEGV */
+				return -1;
+			}
+			int saved_errno = errno;
 			pl_enter();
-			*(int *)arg = request == FIONREAD ? stk_accel_readable(sock)
-							  : stk_accel_atmark(sock);
+			int phase = stk_conn_on_fabric(sock->conn)
+					    ? STK_PHASE_FABRIC
+					    : stk_accel_settle(sock, false, MSG_DONTWAIT);
+			if (phase == STK_PHASE_FABRIC)
+				*(int *)arg = request == FIONREAD ? stk_accel_readable(sock)
+								  : stk_accel_atmark(sock);
 			pl_leave();
-			return 0;
+			errno = saved_errno;
+			if (phase != STK_PHASE_KERNEL) {
+				if (phase != STK_PHASE_FABRIC) /* negotiation bytes are not */
+					*(int *)arg = 0;          /* the app's, nor a mark */
+				return 0;
+			}
 		}
 		if (request == FIONBIO && arg) /* and the kernel fd's flag below */
 			stk_accel_set_nonblock(sock, *(const int *)arg != 0);

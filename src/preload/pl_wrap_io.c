@@ -4,6 +4,8 @@
 #include "config.h"
 #include "preload/pl_wrap.h"
 #include "stack/stk_accel.h"
+#include "stack/stk_lazy.h"
+#include "stack/stk_log.h"
 #include "stack/stk_stream.h"
 
 #include <errno.h>
@@ -32,49 +34,77 @@ static ssize_t pl_send_ret(ssize_t ret, int flags)
 	return pl_ret(ret);
 }
 
-static void strip_late_hello(struct stk_sock *sock, int fd)
+/* The conn of sock is still negotiating (or settled on the kernel): let the
+ * stack settle it for this call. Returns sock when the call goes to the fabric,
+ * NULL when it goes to the kernel, NULL with *gate = -errno when it must fail. */
+static struct stk_sock *settle(struct stk_sock *sock, bool for_write, int flags, ssize_t *gate)
 {
 	int saved_errno = errno;
 	pl_enter();
-	stk_accel_strip_late_hello(sock, fd);
+	int phase = stk_accel_settle(sock, for_write, flags);
 	pl_leave();
 	errno = saved_errno;
-}
-
-/* The accelerated socket behind fd for a receive, or NULL for the kernel. */
-static inline struct stk_sock *rx_sock(int fd)
-{
-	struct stk_sock *sock = pl_tracked(fd);
-	if (__builtin_expect(sock == NULL, 1))
-		return NULL;
-	if (sock->conn)
+	if (phase == STK_PHASE_FABRIC)
 		return sock;
-	if (sock->strip_pending)
-		strip_late_hello(sock, fd);
+	if (phase < 0)
+		*gate = phase;
 	return NULL;
 }
 
-/* The accelerated socket behind fd for a send, or NULL for the kernel. */
-static inline struct stk_sock *tx_sock(int fd)
+/* The accelerated socket behind fd for a receive (flags: the call's), or NULL
+ * for the kernel; *gate: an error to return instead of calling either. */
+static inline struct stk_sock *rx_sock(int fd, int flags, ssize_t *gate)
+{
+	*gate = 0;
+	struct stk_sock *sock = pl_tracked(fd);
+	if (__builtin_expect(sock == NULL, 1) || !sock->conn)
+		return NULL;
+	if (__builtin_expect(stk_conn_on_fabric(sock->conn), 1))
+		return sock;
+	return settle(sock, false, flags, gate);
+}
+
+/* The same for a send. */
+static inline struct stk_sock *tx_sock(int fd, int flags, ssize_t *gate)
+{
+	*gate = 0;
+	struct stk_sock *sock = pl_tracked(fd);
+	if (__builtin_expect(sock == NULL, 1) || !sock->conn)
+		return NULL;
+	if (__builtin_expect(stk_conn_on_fabric(sock->conn), 1))
+		return sock;
+	return settle(sock, true, flags, gate);
+}
+
+/* stdio reads and writes the socket with libc's internal calls, which never
+ * reach the wrappers: a connection still negotiating is settled on the kernel
+ * first, so that no negotiation byte reaches the stream. */
+PL_EXPORT FILE *fdopen(int fd, const char *mode)
 {
 	struct stk_sock *sock = pl_tracked(fd);
-	if (__builtin_expect(sock == NULL, 1))
-		return NULL;
-	if (sock->conn)
-		return sock;
-	if (sock->strip_pending && !sock->app_wrote) {
+	if (sock && sock->conn) {
 		int saved_errno = errno;
 		pl_enter();
-		stk_accel_first_write(sock, fd);
+		if (!stk_conn_on_fabric(sock->conn))
+			stk_lazy_refuse(sock->conn);
+		if (stk_conn_on_fabric(sock->conn)) {
+			static int warned;
+			if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+				FSK_WARN("fd %d: fdopen of an accelerated socket: stdio's reads and "
+					 "writes bypass libfabsock (logged once)", fd);
+		}
 		pl_leave();
 		errno = saved_errno;
 	}
-	return NULL;
+	return PL_REAL(fdopen)(fd, mode);
 }
 
 PL_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
-	struct stk_sock *sock = rx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = rx_sock(fd, 0, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock)
 		return pl_ret(stk_recv(sock->conn, buf, len, 0));
 	return PL_REAL(read)(fd, buf, len);
@@ -82,7 +112,10 @@ PL_EXPORT ssize_t read(int fd, void *buf, size_t len)
 
 PL_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 {
-	struct stk_sock *sock = rx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = rx_sock(fd, 0, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock) {
 		if (len > buflen)
 			__chk_fail();
@@ -93,7 +126,10 @@ PL_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 
 PL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
-	struct stk_sock *sock = rx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = rx_sock(fd, flags, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock)
 		return pl_ret(stk_recv(sock->conn, buf, len, flags));
 	return PL_REAL(recv)(fd, buf, len, flags);
@@ -101,7 +137,10 @@ PL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 
 PL_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
 {
-	struct stk_sock *sock = rx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = rx_sock(fd, flags, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock) {
 		if (len > buflen)
 			__chk_fail();
@@ -123,7 +162,10 @@ static ssize_t recvfrom_accel(struct stk_sock *sock, void *buf, size_t len, int 
 PL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR_ARG addr,
 			   socklen_t *alen)
 {
-	struct stk_sock *sock = rx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = rx_sock(fd, flags, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock)
 		return recvfrom_accel(sock, buf, len, flags, PL_SA(addr) ? alen : NULL);
 	return PL_REAL(recvfrom)(fd, buf, len, flags, addr, alen);
@@ -132,7 +174,10 @@ PL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR_
 PL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
 				 __SOCKADDR_ARG addr, socklen_t *alen)
 {
-	struct stk_sock *sock = rx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = rx_sock(fd, flags, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock) {
 		if (len > buflen)
 			__chk_fail();
@@ -143,7 +188,10 @@ PL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, i
 
 PL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	struct stk_sock *sock = rx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = rx_sock(fd, 0, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock)
 		return pl_ret(stk_accel_recvv(sock, iov, iovcnt, 0));
 	return PL_REAL(readv)(fd, iov, iovcnt);
@@ -162,7 +210,10 @@ static ssize_t recvmsg_accel(struct stk_sock *sock, struct msghdr *msg, int flag
 
 PL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	struct stk_sock *sock = rx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = rx_sock(fd, flags, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock)
 		return pl_ret(recvmsg_accel(sock, msg, flags));
 	return PL_REAL(recvmsg)(fd, msg, flags);
@@ -173,7 +224,10 @@ PL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 PL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
 		       struct timespec *timeout)
 {
-	struct stk_sock *sock = rx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = rx_sock(fd, flags, &gate);
+	if (gate)
+		return (int)pl_ret(gate);
 	if (!sock)
 		return PL_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
 	unsigned int done = 0;
@@ -196,7 +250,10 @@ PL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags
 
 PL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
-	struct stk_sock *sock = tx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = tx_sock(fd, 0, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock)
 		return pl_send_ret(stk_send(sock->conn, buf, len, 0), 0);
 	return PL_REAL(write)(fd, buf, len);
@@ -204,7 +261,10 @@ PL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 
 PL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
-	struct stk_sock *sock = tx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = tx_sock(fd, flags, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock)
 		return pl_send_ret(stk_send(sock->conn, buf, len, flags), flags);
 	return PL_REAL(send)(fd, buf, len, flags);
@@ -212,7 +272,10 @@ PL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 
 PL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	struct stk_sock *sock = tx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = tx_sock(fd, 0, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock)
 		return pl_send_ret(stk_accel_sendv(sock, iov, iovcnt, 0), 0);
 	return PL_REAL(writev)(fd, iov, iovcnt);
@@ -222,7 +285,10 @@ PL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 PL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			 __CONST_SOCKADDR_ARG addr, socklen_t alen)
 {
-	struct stk_sock *sock = tx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = tx_sock(fd, flags, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock) /* a connected stream ignores the address, as TCP does */
 		return pl_send_ret(stk_send(sock->conn, buf, len, flags), flags);
 	pl_decide_sender(fd, PL_SA(addr), alen);
@@ -231,7 +297,10 @@ PL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 
 PL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	struct stk_sock *sock = tx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = tx_sock(fd, flags, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock)
 		return pl_send_ret(stk_accel_sendv(sock, msg->msg_iov, (int)msg->msg_iovlen,
 						   flags), flags);
@@ -242,7 +311,10 @@ PL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 
 PL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
-	struct stk_sock *sock = tx_sock(fd);
+	ssize_t gate;
+	struct stk_sock *sock = tx_sock(fd, flags, &gate);
+	if (gate)
+		return (int)pl_ret(gate);
 	if (!sock) {
 		if (vec && vlen > 0)
 			pl_decide_sender(fd, vec[0].msg_hdr.msg_name, vec[0].msg_hdr.msg_namelen);
@@ -264,7 +336,10 @@ PL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags
 
 PL_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
-	struct stk_sock *sock = tx_sock(out_fd);
+	ssize_t gate;
+	struct stk_sock *sock = tx_sock(out_fd, 0, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock)
 		return pl_send_ret(stk_accel_sendfile(sock, in_fd, offset, count), 0);
 	return PL_REAL(sendfile)(out_fd, in_fd, offset, count);
@@ -272,7 +347,10 @@ PL_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 
 PL_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
 {
-	struct stk_sock *sock = tx_sock(out_fd);
+	ssize_t gate;
+	struct stk_sock *sock = tx_sock(out_fd, 0, &gate);
+	if (gate)
+		return pl_ret(gate);
 	if (sock)
 		return pl_send_ret(stk_accel_sendfile(sock, in_fd, (off_t *)offset, count), 0);
 	return PL_REAL(sendfile64)(out_fd, in_fd, offset, count);
@@ -280,8 +358,9 @@ PL_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t coun
 
 PL_EXPORT int shutdown(int fd, int how)
 {
-	struct stk_sock *sock = pl_tracked(fd);
-	if (sock && sock->conn)
+	ssize_t gate; /* a failed settle leaves it to the kernel */
+	struct stk_sock *sock = tx_sock(fd, 0, &gate);
+	if (sock)
 		return (int)pl_ret(stk_accel_shutdown(sock, how));
 	return PL_REAL(shutdown)(fd, how);
 }

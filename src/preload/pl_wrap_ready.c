@@ -8,6 +8,7 @@
 #include "stack/stk_accel.h"
 #include "stack/stk_epoll.h"
 #include "stack/stk_ready.h"
+#include "stack/stk_stream.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -153,6 +154,7 @@ static struct stk_epoll *epoll_object(int epfd, int *err)
 		sock = stk_sock_new_epoll(ep);
 		if (sock && pl_fdtab_set(&pl_fdtab, epfd, sock) == 0) {
 			stk_sock_unref(sock); /* the table holds it */
+			stk_epoll_kick(ep); /* a thread may sleep in the real wait on E */
 		} else {
 			if (sock)
 				stk_sock_unref(sock); /* destroys ep */
@@ -170,6 +172,17 @@ PL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!stack_involved())
 		return PL_REAL(epoll_ctl)(epfd, op, fd, ev);
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
+	if (sock && sock->conn &&
+	    __atomic_load_n(&sock->conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_KERNEL) {
+		/* Settled on the kernel: a set may still hold it until its next scan;
+		 * move it now, so the real call finds it where the kernel would. */
+		int saved_errno = errno;
+		pl_enter();
+		stk_epoll_conn_changed(sock->conn);
+		pl_leave();
+		errno = saved_errno;
+		sock = NULL;
+	}
 	if (sock && sock->conn) {
 		/* Accelerated: registered in the object only; the kernel socket under it
 		 * carries nothing the app should see. */
@@ -207,11 +220,38 @@ static int stack_epoll_wait(struct stk_sock *sock, struct epoll_event *evs, int 
 	return pl_ret(ret);
 }
 
+/* A real wait on an epoll fd that had no object when it began returned: when
+ * an object was attached meanwhile (stk_epoll_kick), drop its exposure tag and,
+ * if nothing else was ready, go on waiting in the stack. */
+static int after_real_wait(int epfd, struct epoll_event *evs, int n, int max, int timeout,
+			   const sigset_t *mask)
+{
+	int out = 0;
+	for (int i = 0; i < n; i++)
+		if (evs[i].data.u64 != STK_EPOLL_EXPOSE_TAG)
+			evs[out++] = evs[i];
+	if (out > 0)
+		return out;
+	struct stk_sock *sock = pl_tracked(epfd);
+	if (!sock || !sock->epoll)
+		return 0; /* cannot happen: the tag is ours; report a timeout-like 0 */
+	return stack_epoll_wait(sock, evs, max, timeout, mask);
+}
+
+static inline int real_wait_done(int epfd, struct epoll_event *evs, int n, int max,
+				 int timeout, const sigset_t *mask)
+{
+	if (__builtin_expect(n > 0 && __atomic_load_n(&stk_epoll_live, __ATOMIC_RELAXED), 0))
+		return after_real_wait(epfd, evs, n, max, timeout, mask);
+	return n;
+}
+
 PL_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 {
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1))
-		return PL_REAL(epoll_wait)(epfd, evs, max, timeout);
+		return real_wait_done(epfd, evs, PL_REAL(epoll_wait)(epfd, evs, max, timeout), max,
+				      timeout, NULL);
 	return stack_epoll_wait(sock, evs, max, timeout, NULL);
 }
 
@@ -220,7 +260,8 @@ PL_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeou
 {
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1))
-		return PL_REAL(epoll_pwait)(epfd, evs, max, timeout, mask);
+		return real_wait_done(epfd, evs, PL_REAL(epoll_pwait)(epfd, evs, max, timeout, mask),
+				      max, timeout, mask);
 	return stack_epoll_wait(sock, evs, max, timeout, mask);
 }
 
@@ -228,8 +269,11 @@ PL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
 			   const struct timespec *timeout, const sigset_t *mask)
 {
 	struct stk_sock *sock = pl_tracked(epfd);
-	if (__builtin_expect(!sock || !sock->epoll, 1))
-		return PL_REAL(epoll_pwait2)(epfd, evs, max, timeout, mask);
+	if (__builtin_expect(!sock || !sock->epoll, 1)) {
+		int n = PL_REAL(epoll_pwait2)(epfd, evs, max, timeout, mask);
+		int ms = !timeout ? -1 : (int)(timeout->tv_sec * 1000 + timeout->tv_nsec / 1000000);
+		return real_wait_done(epfd, evs, n, max, ms, mask);
+	}
 	/* the timespec as given: the stack validates it (EINVAL) and keeps ns */
 	stk_sock_ref(sock);
 	int ret = stk_epoll_wait_ts(sock->epoll, evs, max, timeout, mask);

@@ -99,7 +99,8 @@ PL_EXPORT int listen(int fd, int backlog)
 	return PL_REAL(listen)(fd, backlog);
 }
 
-/* A connection accepted on an accelerating listener negotiates at once. */
+/* A connection accepted on an accelerating listener gets the server's HELLO at
+ * once; the rest of the negotiation runs lazily (accept never waits). */
 static int after_accept(int listen_fd, int newfd)
 {
 	if (newfd < 0)
@@ -133,8 +134,8 @@ PL_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 	return after_accept(fd, PL_REAL(accept4)(fd, addr, len, flags));
 }
 
-/* A TCP client the rules accelerate marks its SYN, connects in the kernel as the
- * app asked, then negotiates on the new connection. */
+/* A TCP client the rules accelerate marks its SYN and connects in the kernel as
+ * the app asked (blocking or not); the negotiation then runs lazily. */
 PL_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	struct stk_sock *sock = pl_undecided(fd);
@@ -159,7 +160,7 @@ PL_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 		pl_enter();
 		stk_accel_connect_end(sock, fd, ret == 0 ? 0 : -saved_errno);
 		pl_leave();
-		if (!sock->conn && !sock->strip_pending)
+		if (!sock->conn)
 			pl_untrack(fd);
 		errno = saved_errno;
 	}

@@ -15,6 +15,7 @@ src_stack_libstk_la_SOURCES += \
 	src/stack/stk_conn.c src/stack/stk_conn.h \
 	src/stack/stk_fab.c src/stack/stk_fab.h \
 	src/stack/stk_fi.c src/stack/stk_fi.h \
+	src/stack/stk_lazy.c src/stack/stk_lazy.h \
 	src/stack/stk_hooks.c src/stack/stk_hooks.h \
 	src/stack/stk_nego.c src/stack/stk_nego.h \
 	src/stack/stk_stream.c src/stack/stk_stream.h src/stack/stk_stream_proto.h

@@ -3,6 +3,7 @@
 #include "stack/stk_conn.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_epoll.h"
+#include "stack/stk_lazy.h"
 #include "stack/stk_log.h"
 #include "stack/stk_nego.h"
 #include "stack/stk_stream.h"
@@ -38,39 +39,25 @@ static bool fd_nonblocking(int fd)
 	return flags >= 0 && (flags & O_NONBLOCK);
 }
 
-/* Negotiate over a private duplicate of fd, so the connection's liveness channel
- * outlives whatever the app does with its own fd numbers. */
-static void attach(struct stk_sock *sock, int fd, bool is_client)
+/* The connection's own duplicate of fd (close-on-exec): the negotiation and
+ * liveness channel, which outlives whatever the app does with its fd numbers. */
+static int private_dup(int fd)
 {
 	int priv = stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (priv < 0) {
+	if (priv < 0)
 		fallback(STK_C_FALLBACK_NO_FD, fd, "no free fd for the liveness channel");
-		sock->strip_pending = is_client; /* the server may still send its HELLO */
-		return;
-	}
-	struct stk_conn *conn;
-	struct stk_attach_info info;
-	int ret = stk_accel_attach(priv, is_client, &conn, &info);
-	if (ret == 0) {
-		__atomic_store_n(&conn->nonblock, fd_nonblocking(fd), __ATOMIC_RELAXED);
-		sock->conn = conn;
-		__atomic_fetch_add(&stk_accel_live, 1, __ATOMIC_RELAXED);
-		return;
-	}
-	stk_sys.close(priv);
-	if (ret == STK_ATTACH_KERNEL && info.strip_late_hello)
-		sock->strip_pending = true;
+	return priv;
+}
+
+static void adopt(struct stk_sock *sock, int fd, struct stk_conn *conn)
+{
+	__atomic_store_n(&conn->nonblock, fd_nonblocking(fd), __ATOMIC_RELAXED);
+	sock->conn = conn;
+	__atomic_fetch_add(&stk_accel_live, 1, __ATOMIC_RELAXED);
 }
 
 bool stk_accel_connect_begin(struct stk_sock *sock, int fd)
 {
-	/* The negotiation runs when the kernel connection is up; a non-blocking
-	 * connect returns before that, so it is not marked (a plain connection). */
-	if (fd_nonblocking(fd)) {
-		fallback(STK_C_FALLBACK_NONBLOCK_CONNECT, fd,
-			 "non-blocking connect (negotiation on completion not supported yet)");
-		return false;
-	}
 	if (stk_nego_mark_syn(fd, sock->domain) != 0) {
 		fallback(STK_C_FALLBACK_PROV_INIT, fd, "cannot mark the SYN (IP_TOS/TCP_MAXSEG)");
 		return false;
@@ -83,10 +70,22 @@ void stk_accel_connect_end(struct stk_sock *sock, int fd, int kernel_ret)
 {
 	if (!sock->syn_marked)
 		return;
-	stk_nego_unmark(fd, sock->domain);
 	sock->syn_marked = false;
-	if (kernel_ret == 0)
-		attach(sock, fd, true);
+	/* A non-blocking connect (or one a signal interrupted) goes on in the
+	 * kernel: the negotiation starts when it is done. */
+	bool connecting = kernel_ret == -EINPROGRESS || kernel_ret == -EINTR;
+	int priv = kernel_ret == 0 || connecting ? private_dup(fd) : -1;
+	struct stk_conn *conn = NULL;
+	int ret = priv >= 0 ? stk_lazy_client(priv, fd, connecting, &conn) : -EBADF;
+	if (ret == 0) {
+		adopt(sock, fd, conn);
+		return;
+	}
+	if (priv >= 0) {
+		stk_sys.close(priv);
+		fallback(STK_C_FALLBACK_IO, fd, "cannot start the negotiation");
+	}
+	stk_nego_unmark(fd, sock->domain);
 }
 
 bool stk_accel_listen_begin(struct stk_sock *sock, int fd)
@@ -102,35 +101,34 @@ bool stk_accel_listen_begin(struct stk_sock *sock, int fd)
 
 struct stk_sock *stk_accel_accepted(struct stk_sock *listener, int newfd)
 {
-	struct stk_sock *sock = stk_sock_new(listener->domain, SOCK_STREAM, IPPROTO_TCP);
-	if (!sock)
+	int priv = private_dup(newfd);
+	if (priv < 0)
 		return NULL;
-	sock->decided = true;
-	attach(sock, newfd, false);
-	if (!sock->conn) {
-		stk_sock_unref(sock);
+	struct stk_conn *conn = NULL;
+	int ret = stk_lazy_server(priv, newfd, &conn);
+	struct stk_sock *sock = ret == 0 ? stk_sock_new(listener->domain, SOCK_STREAM, IPPROTO_TCP)
+					 : NULL;
+	if (!sock) {
+		if (ret == 0) { /* out of memory: nothing of the connection can go on */
+			stk_accel_close_conn(conn);
+			return NULL;
+		}
+		if (ret < 0)
+			fallback(STK_C_FALLBACK_IO, newfd, "cannot start the negotiation");
+		stk_sys.close(priv);
 		return NULL;
 	}
+	sock->decided = true;
+	adopt(sock, newfd, conn);
 	return sock;
 }
 
-void stk_accel_strip_late_hello(struct stk_sock *sock, int fd)
+int stk_accel_settle(struct stk_sock *sock, bool for_write, int flags)
 {
-	if (!fd_nonblocking(fd)) {
-		/* A blocking read must not pass the HELLO on: wait for the first bytes. */
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		if (stk_sys.poll(&pfd, 1, -1) < 0)
-			return; /* EINTR: the read that follows reports it */
-	}
-	if (stk_nego_strip_late_hello(fd, sock->app_wrote) != -EAGAIN)
-		sock->strip_pending = false;
-}
-
-void stk_accel_first_write(struct stk_sock *sock, int fd)
-{
-	if (stk_nego_strip_late_hello(fd, true) != -EAGAIN)
-		sock->strip_pending = false;
-	sock->app_wrote = true;
+	struct stk_conn *conn = sock->conn;
+	bool nonblock = __atomic_load_n(&conn->nonblock, __ATOMIC_RELAXED) ||
+			(flags & MSG_DONTWAIT);
+	return stk_lazy_settle(conn, for_write, nonblock);
 }
 
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags)
@@ -278,22 +276,31 @@ int stk_accel_so_error(struct stk_sock *sock, int kernel_err)
 	return (stk_poll_events(conn) & POLLERR) ? 0 : kernel_err;
 }
 
-void stk_accel_before_close(struct stk_sock *sock, int fd)
-{
-	if (sock->conn || !sock->strip_pending)
-		return;
-	/* as after the app's first write: strip, never answer (we are leaving) */
-	if (stk_nego_strip_late_hello(fd, true) != -EAGAIN)
-		sock->strip_pending = false;
-}
-
 void stk_accel_set_nonblock(struct stk_sock *sock, bool nonblock)
 {
 	__atomic_store_n(&sock->conn->nonblock, nonblock, __ATOMIC_RELAXED);
 }
 
+void stk_accel_close_conn(struct stk_conn *conn)
+{
+	stk_lazy_forget(conn);
+	stk_epoll_conn_closed(conn); /* the kernel drops closed sockets from sets */
+	/* Nothing went over the fabric: closing the kernel socket tells the peer
+	 * (the private fd is gone already when it settled on the kernel). */
+	if (conn->fd >= 0)
+		stk_sys.close(conn->fd);
+	stk_conn_destroy(conn);
+}
+
 void stk_accel_close(struct stk_sock *sock)
 {
+	if (__atomic_load_n(&sock->conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_FABRIC) {
+		stk_accel_close_conn(sock->conn);
+		sock->conn = NULL;
+		__atomic_fetch_sub(&stk_accel_live, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	stk_lazy_forget(sock->conn);
 	struct linger linger = { 0, 0 };
 	socklen_t len = sizeof(linger);
 	bool abortive = stk_sys.getsockopt(sock->conn->fd, SOL_SOCKET, SO_LINGER, &linger,

@@ -5,6 +5,11 @@
  * listen, accept and close, and forwards data calls on sockets whose stk_sock has a
  * connection. All protocol decisions live here and below.
  *
+ * Phases: a candidate TCP connection has a conn from connect()/accept() on, which
+ * negotiates lazily (stk_lazy.h); the preload sends a data call to the stack
+ * when the conn is on the fabric (stk_conn_on_fabric), to the kernel when it
+ * settled there, and asks stk_accel_settle first otherwise.
+ *
  * Kernel fds: an accelerated connection keeps a PRIVATE duplicate of the app's
  * kernel socket (close-on-exec) as its liveness channel, so the app may close,
  * dup2 over or hand around its own fd numbers freely; the connection ends (FIN
@@ -32,7 +37,9 @@ extern int stk_epoll_live;
  * (its SYN is marked: call stk_accel_connect_end after the kernel connect
  * whatever it returned). */
 bool stk_accel_connect_begin(struct stk_sock *sock, int fd);
-/* kernel_ret: 0, or -errno of the kernel connect. Negotiates when it succeeded. */
+/* kernel_ret: 0, or -errno of the kernel connect. When it succeeded or goes on
+ * (EINPROGRESS, EINTR) the socket gets a conn that negotiates lazily
+ * (stk_lazy.h); otherwise sock->conn stays NULL and the kernel keeps it. */
 void stk_accel_connect_end(struct stk_sock *sock, int fd, int kernel_ret);
 
 /* listen(): before the kernel listen. Returns true when accepted connections
@@ -40,19 +47,14 @@ void stk_accel_connect_end(struct stk_sock *sock, int fd, int kernel_ret);
 bool stk_accel_listen_begin(struct stk_sock *sock, int fd);
 
 /* accept(): newfd was accepted on an accelerating listener. Returns a new stk_sock
- * carrying the connection, or NULL when the connection stays on the kernel. */
+ * whose conn negotiates lazily (the HELLO is sent, nothing waited for), or NULL
+ * when the connection stays on the kernel (plain client). */
 struct stk_sock *stk_accel_accepted(struct stk_sock *listener, int newfd);
 
-/* Before the app's first read of a connection that fell back after marking its
- * SYN: remove a libfabsock HELLO the server sent too late (P1). */
-void stk_accel_strip_late_hello(struct stk_sock *sock, int fd);
-/* Before the app's first write on such a connection: remove a late HELLO that
- * is already there (never waits, never answers it: the server may have stopped
- * waiting for a REPLY, and the app's bytes tell it we fell back). A HELLO left
- * unread would make the kernel reset the connection when the socket is closed
- * (or its process exits), losing the data still in its send buffer. Sets
- * sock->app_wrote. */
-void stk_accel_first_write(struct stk_sock *sock, int fd);
+/* A data call is about to run on sock, whose conn is not on the fabric yet
+ * (phase != STK_PHASE_FABRIC): see stk_lazy_settle. flags: the call's
+ * (MSG_DONTWAIT makes it non-blocking). Returns the phase to use or -EAGAIN. */
+int stk_accel_settle(struct stk_sock *sock, bool for_write, int flags);
 
 /* Data calls on an accelerated socket (sock->conn != NULL). */
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
@@ -67,12 +69,10 @@ int stk_accel_atmark(struct stk_sock *sock);
  * cleared); the result is the error the app must see: the connection's reset
  * once (then 0, as the kernel), else kernel_err. */
 int stk_accel_so_error(struct stk_sock *sock, int kernel_err);
-/* The app's fd for sock is about to be closed (close, or dup2/dup3 over it)
- * while the socket stays on the kernel: remove a late HELLO still unread, or
- * the kernel would answer the peer with RST instead of FIN. Never waits. */
-void stk_accel_before_close(struct stk_sock *sock, int fd);
 /* Close the connection (called with the last reference). */
 void stk_accel_close(struct stk_sock *sock);
+/* Close a conn that never reached the fabric (no message sent on it). */
+void stk_accel_close_conn(struct stk_conn *conn);
 
 /* O_NONBLOCK / FIONBIO changed on the app's fd. */
 void stk_accel_set_nonblock(struct stk_sock *sock, bool nonblock);

@@ -31,7 +31,7 @@ struct stk_config {
 	unsigned window_bytes;  /* per-connection receive window granted to peers */
 	unsigned batch;         /* max messages handled per progress call */
 	int default_action;     /* enum stk_action when no rule matches */
-	unsigned nego_wait_ms;  /* client's wait for the HELLO of an unknown server */
+	unsigned nego_wait_ms;  /* a first write's wait for the peer's negotiation (stk_lazy) */
 	bool tcp_accel;         /* FABSOCK_TCP_ACCEL=1: TCP on fabric providers (opt-in
 				 * until fork-safe connections land) */
 	char application_id[64];

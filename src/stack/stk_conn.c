@@ -11,25 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Count a fallback and log its reason the first time this kind is seen (P4). */
-__attribute__((format(printf, 4, 5)))
-static int fall_back(struct stk_attach_info *info, enum stk_counter counter, int fd,
-		     const char *fmt, ...)
-{
-	static int logged[STK_C_COUNT]; /* atomic flags */
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(info->reason, sizeof(info->reason), fmt, ap);
-	va_end(ap);
-	stk_count(counter);
-	if (__atomic_exchange_n(&logged[counter], 1, __ATOMIC_RELAXED) == 0)
-		FSK_INFO("fd %d: TCP connection stays on the kernel: %s (logged once per "
-			 "reason, counted)", fd, info->reason);
-	else
-		FSK_DBG("fd %d: TCP connection stays on the kernel: %s", fd, info->reason);
-	return STK_ATTACH_KERNEL;
-}
-
 static void count_accel(const char *prov)
 {
 	if (strcmp(prov, "shm") == 0)
@@ -88,13 +69,202 @@ static const struct stk_nego_prov *offered(const struct stk_nego_msg *hello, con
 	return NULL;
 }
 
-static void send_reject(int fd, uint16_t status)
+/* ---- building blocks, shared with the lazy negotiation (stk_lazy.c) ---- */
+
+int stk_conn_fall_back(struct stk_attach_info *info, enum stk_counter counter, int fd,
+		       const char *fmt, ...)
 {
-	struct stk_nego_msg reply;
-	memset(&reply, 0, sizeof(reply));
-	local_identity(&reply, STK_NEGO_REPLY, NULL);
-	reply.status = status;
-	stk_nego_send_msg(fd, &reply, 100);
+	static int logged[STK_C_COUNT]; /* atomic flags */
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(info->reason, sizeof(info->reason), fmt, ap);
+	va_end(ap);
+	stk_count(counter);
+	if (__atomic_exchange_n(&logged[counter], 1, __ATOMIC_RELAXED) == 0)
+		FSK_INFO("fd %d: TCP connection stays on the kernel: %s (logged once per "
+			 "reason, counted)", fd, info->reason);
+	else
+		FSK_DBG("fd %d: TCP connection stays on the kernel: %s", fd, info->reason);
+	return STK_ATTACH_KERNEL;
+}
+
+void stk_conn_count_accel(const char *prov)
+{
+	count_accel(prov);
+}
+
+size_t stk_conn_window(void)
+{
+	return window();
+}
+
+void stk_conn_build_hello(struct stk_conn *conn, const struct sockaddr *local,
+			  struct stk_nego_msg *hello, struct stk_fab *fabs[STK_NEGO_PROV_MAX])
+{
+	/* Offer every configured provider that opens here (maybe none: the client
+	 * waits for a HELLO and must get one to know the outcome). */
+	memset(hello, 0, sizeof(*hello));
+	local_identity(hello, STK_NEGO_HELLO, conn);
+	const char *cursor = stk_cfg.providers;
+	char name[STK_FAB_NAME_MAX];
+	while (hello->nprov < STK_NEGO_PROV_MAX && next_provider(&cursor, name)) {
+		struct stk_fab *fab;
+		if (stk_fab_get(name, &fab) != 0)
+			continue;
+		if (fill_prov(fab, local, &hello->prov[hello->nprov]) != 0)
+			continue;
+		fabs[hello->nprov++] = fab;
+	}
+}
+
+static void make_reject(struct stk_nego_msg *reply, uint16_t status)
+{
+	memset(reply, 0, sizeof(*reply));
+	local_identity(reply, STK_NEGO_REPLY, NULL);
+	reply->status = status;
+}
+
+int stk_conn_answer_hello(struct stk_conn *conn, int decoded, const struct stk_nego_msg *hello,
+			  const struct sockaddr *peer, const struct sockaddr *local,
+			  struct stk_nego_msg *reply, struct stk_attach_info *info)
+{
+	int fd = conn->fd;
+	memset(reply, 0, sizeof(*reply));
+	if (decoded == -EPROTO) {
+		stk_nego_cache_put(peer, STK_PEER_PLAIN);
+		return stk_conn_fall_back(info, STK_C_FALLBACK_PLAIN_PEER, fd,
+					  "the server spoke first and is not libfabsock");
+	}
+	if (decoded == -EPROTONOSUPPORT) {
+		make_reject(reply, STK_NEGO_REJECT_VERSION);
+		stk_nego_cache_put(peer, STK_PEER_PLAIN);
+		return stk_conn_fall_back(info, STK_C_FALLBACK_VERSION, fd,
+					  "server speaks negotiation version %u, we speak %u",
+					  hello->version, STK_NEGO_VERSION);
+	}
+	if (decoded != 0 || hello->type != STK_NEGO_HELLO) {
+		/* our magic, so the peer is libfabsock: tell it we give up */
+		make_reject(reply, STK_NEGO_REJECT_BAD_HELLO);
+		return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
+					  "malformed HELLO from the server");
+	}
+	/* Choose: shm first when on the same host, then the configured order. */
+	bool same_host = stk_nego_same_host(hello);
+	struct stk_fab *fab = NULL;
+	const struct stk_nego_prov *theirs = NULL;
+	bool common = false;
+	char name[STK_FAB_NAME_MAX];
+	for (int pass = 0; pass < 2 && !fab; pass++) {
+		const char *cursor = stk_cfg.providers;
+		while (!fab && next_provider(&cursor, name)) {
+			bool is_shm = strcmp(name, "shm") == 0;
+			if (is_shm != (pass == 0) || (is_shm && !same_host))
+				continue;
+			theirs = offered(hello, name);
+			if (!theirs)
+				continue;
+			common = true;
+			if (stk_fab_get(name, &fab) != 0)
+				fab = NULL;
+		}
+	}
+	stk_nego_cache_put(peer, STK_PEER_CAPABLE);
+	if (!fab) {
+		make_reject(reply, common ? STK_NEGO_REJECT_PROV_INIT : STK_NEGO_REJECT_NO_COMMON);
+		if (common)
+			return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+						  "every common provider failed to open here");
+		return stk_conn_fall_back(info, STK_C_FALLBACK_NO_COMMON, fd,
+					  "no common provider (server offers %u, we have '%s'%s)",
+					  hello->nprov, stk_cfg.providers,
+					  same_host ? "" : ", not on the same host");
+	}
+	fi_addr_t peer_addr;
+	local_identity(reply, STK_NEGO_REPLY, conn);
+	reply->nprov = 1;
+	if (stk_fab_av_insert(fab, theirs->addr, theirs->addr_len, &peer_addr) != 0 ||
+	    fill_prov(fab, local, &reply->prov[0]) != 0) {
+		make_reject(reply, STK_NEGO_REJECT_PROV_INIT);
+		return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+					  "%s: cannot use the server's address or get ours", name);
+	}
+	stk_conn_connect(conn, fab, peer_addr, hello->slot, hello->conn_id, hello->credits);
+	return 0;
+}
+
+int stk_conn_take_reply(struct stk_conn *conn, int decoded, const struct stk_nego_msg *reply,
+			const struct stk_nego_msg *hello, struct stk_fab *const fabs[],
+			bool *cancel, struct stk_attach_info *info)
+{
+	int fd = conn->fd;
+	*cancel = false;
+	if (decoded == -EPROTO)
+		return stk_conn_fall_back(info, STK_C_FALLBACK_TIMEOUT, fd,
+					  "the client gave up waiting for our HELLO and sent data");
+	if (decoded == -EPROTONOSUPPORT ||
+	    (decoded == 0 && reply->type == STK_NEGO_REPLY &&
+	     reply->status == STK_NEGO_REJECT_VERSION))
+		return stk_conn_fall_back(info, STK_C_FALLBACK_VERSION, fd,
+					  "client speaks negotiation version %u, we speak %u",
+					  reply->version, STK_NEGO_VERSION);
+	if (decoded != 0 || reply->type != STK_NEGO_REPLY)
+		return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
+					  "malformed REPLY from the client");
+	switch (reply->status) {
+	case STK_NEGO_ACCEPT:
+		break;
+	case STK_NEGO_REJECT_NO_COMMON:
+		return stk_conn_fall_back(info, STK_C_FALLBACK_NO_COMMON, fd,
+					  "no common provider (we offered %u of '%s')", hello->nprov,
+					  stk_cfg.providers);
+	case STK_NEGO_REJECT_PROV_INIT:
+		return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+					  "the client could not open a common provider");
+	default:
+		return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
+					  "the client rejected our HELLO (status %u)", reply->status);
+	}
+	struct stk_fab *fab = NULL;
+	for (unsigned i = 0; i < hello->nprov; i++)
+		if (strcmp(hello->prov[i].name, reply->prov[0].name) == 0)
+			fab = fabs[i];
+	fi_addr_t peer_addr;
+	if (!fab || stk_fab_av_insert(fab, reply->prov[0].addr, reply->prov[0].addr_len,
+				      &peer_addr) != 0) {
+		*cancel = true; /* the client offered: we decide, and say so */
+		return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+					  "client chose '%s' which we cannot use", reply->prov[0].name);
+	}
+	stk_conn_connect(conn, fab, peer_addr, reply->slot, reply->conn_id, reply->credits);
+	return 0;
+}
+
+void stk_conn_make_decision(struct stk_nego_msg *msg, uint16_t type, uint16_t status)
+{
+	memset(msg, 0, sizeof(*msg));
+	msg->version = STK_NEGO_VERSION;
+	msg->type = type;
+	msg->status = status;
+}
+
+/* ---- the blocking entry point (stk_accel_attach) ---- */
+
+static int finish(struct stk_conn *conn, struct stk_conn **out, struct stk_attach_info *info,
+		  const char *who)
+{
+	int fd = conn->fd;
+	if (stk_conn_handshake(conn, STK_NEGO_HANDSHAKE_MS) != 0) {
+		const char *name = stk_fab_name(conn->fab);
+		stk_conn_destroy(conn);
+		return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+					  "%s: no fabric message from the %s within %d ms", name, who,
+					  STK_NEGO_HANDSHAKE_MS);
+	}
+	snprintf(info->provider, sizeof(info->provider), "%s", stk_fab_name(conn->fab));
+	count_accel(info->provider);
+	FSK_DBG("fd %d: accelerated over %s (slot %u)", fd, info->provider, conn->slot);
+	*out = conn;
+	return 0;
 }
 
 static int attach_client(int fd, struct stk_conn **out, struct stk_attach_info *info)
@@ -114,109 +284,59 @@ static int attach_client(int fd, struct stk_conn **out, struct stk_attach_info *
 		info->strip_late_hello = true;
 		stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_PLAIN);
 		if (known == STK_PEER_PLAIN)
-			return fall_back(info, STK_C_FALLBACK_PLAIN_PEER, fd,
+			return stk_conn_fall_back(info, STK_C_FALLBACK_PLAIN_PEER, fd,
 					 "destination cached as not libfabsock");
-		return fall_back(info, STK_C_FALLBACK_TIMEOUT, fd,
+		return stk_conn_fall_back(info, STK_C_FALLBACK_TIMEOUT, fd,
 				 "no HELLO from the server within %d ms (plain server?)", wait_ms);
 	}
-	if (ret == -EPROTO) {
-		stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_PLAIN);
-		return fall_back(info, STK_C_FALLBACK_PLAIN_PEER, fd,
-				 "the server spoke first and is not libfabsock");
-	}
-	if (ret == -EPROTONOSUPPORT) {
-		send_reject(fd, STK_NEGO_REJECT_VERSION);
-		stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_PLAIN);
-		return fall_back(info, STK_C_FALLBACK_VERSION, fd,
-				 "server speaks negotiation version %u, we speak %u",
-				 hello.version, STK_NEGO_VERSION);
-	}
-	if (ret == -EBADMSG || (ret == 0 && hello.type != STK_NEGO_HELLO)) {
-		/* our magic, so the peer is libfabsock: tell it we give up */
-		send_reject(fd, STK_NEGO_REJECT_BAD_HELLO);
-		return fall_back(info, STK_C_FALLBACK_GARBAGE, fd, "malformed HELLO from the server");
-	}
-	if (ret < 0)
+	if (ret < 0 && ret != -EPROTO && ret != -EPROTONOSUPPORT && ret != -EBADMSG)
 		return ret;
-
-	/* Choose: shm first when on the same host, then the configured order. */
-	bool same_host = stk_nego_same_host(&hello);
-	struct stk_fab *fab = NULL;
-	const struct stk_nego_prov *theirs = NULL;
-	bool common = false;
-	char name[STK_FAB_NAME_MAX];
-	for (int pass = 0; pass < 2 && !fab; pass++) {
-		const char *cursor = stk_cfg.providers;
-		while (!fab && next_provider(&cursor, name)) {
-			bool is_shm = strcmp(name, "shm") == 0;
-			if (is_shm != (pass == 0) || (is_shm && !same_host))
-				continue;
-			theirs = offered(&hello, name);
-			if (!theirs)
-				continue;
-			common = true;
-			if (stk_fab_get(name, &fab) != 0)
-				fab = NULL;
-		}
-	}
-	if (!fab) {
-		send_reject(fd, common ? STK_NEGO_REJECT_PROV_INIT : STK_NEGO_REJECT_NO_COMMON);
-		stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_CAPABLE);
-		if (common)
-			return fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
-					 "every common provider failed to open here");
-		return fall_back(info, STK_C_FALLBACK_NO_COMMON, fd,
-				 "no common provider (server offers %u, we have '%s'%s)",
-				 hello.nprov, stk_cfg.providers,
-				 same_host ? "" : ", not on the same host");
-	}
-
 	struct stk_conn *conn;
-	ret = stk_conn_create(fd, window(), &conn);
-	if (ret)
-		return ret;
-	fi_addr_t peer_addr;
+	int cret = stk_conn_create(fd, window(), &conn);
+	if (cret)
+		return cret;
 	struct stk_nego_msg reply;
-	memset(&reply, 0, sizeof(reply));
-	local_identity(&reply, STK_NEGO_REPLY, conn);
-	reply.nprov = 1;
-	if (stk_fab_av_insert(fab, theirs->addr, theirs->addr_len, &peer_addr) != 0 ||
-	    fill_prov(fab, (struct sockaddr *)&local, &reply.prov[0]) != 0) {
+	ret = stk_conn_answer_hello(conn, ret, &hello, (struct sockaddr *)&peer,
+				    (struct sockaddr *)&local, &reply, info);
+	if (ret != 0) {
+		if (reply.type)
+			stk_nego_send_msg(fd, &reply, 100);
 		stk_conn_destroy(conn);
-		send_reject(fd, STK_NEGO_REJECT_PROV_INIT);
-		return fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
-				 "%s: cannot use the server's address or get ours", name);
+		return ret;
 	}
-	stk_conn_connect(conn, fab, peer_addr, hello.slot, hello.conn_id, hello.credits);
 	ret = stk_nego_send_msg(fd, &reply, STK_NEGO_REPLY_WAIT_MS);
 	if (ret) {
 		stk_conn_destroy(conn);
 		return ret;
 	}
-	if (stk_conn_handshake(conn, STK_NEGO_HANDSHAKE_MS) != 0) {
+	/* The server decides: ACK (fabric) or CANCEL (kernel). */
+	struct stk_nego_msg answer;
+	ret = stk_nego_recv_msg(fd, &answer, STK_NEGO_REPLY_WAIT_MS);
+	if (ret == 0 && answer.type == STK_NEGO_CANCEL) {
 		stk_conn_destroy(conn);
-		return fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
-				 "%s: no fabric message from the server within %d ms", name,
-				 STK_NEGO_HANDSHAKE_MS);
+		return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+				 "the server cancelled (status %u)", answer.status);
 	}
-	stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_CAPABLE);
-	snprintf(info->provider, sizeof(info->provider), "%s", stk_fab_name(fab));
-	count_accel(info->provider);
-	FSK_DBG("fd %d: accelerated over %s (slot %u)", fd, info->provider, conn->slot);
-	*out = conn;
-	return 0;
+	if (ret == 0 && answer.type != STK_NEGO_ACK)
+		ret = -EBADMSG;
+	if (ret) {
+		stk_conn_destroy(conn);
+		if (ret == -ETIMEDOUT)
+			return stk_conn_fall_back(info, STK_C_FALLBACK_TIMEOUT, fd,
+					 "no ACK from the server within %d ms", STK_NEGO_REPLY_WAIT_MS);
+		if (ret == -EBADMSG || ret == -EPROTO || ret == -EPROTONOSUPPORT)
+			return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
+					 "malformed ACK from the server");
+		return ret;
+	}
+	return finish(conn, out, info, "server");
 }
-
-struct offer_ctx {
-	struct stk_nego_msg *hello;
-	const struct sockaddr *local;
-};
 
 static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *info)
 {
 	int marked = stk_nego_syn_marked(fd);
 	if (marked <= 0)
-		return fall_back(info, STK_C_FALLBACK_PLAIN_PEER, fd,
+		return stk_conn_fall_back(info, STK_C_FALLBACK_PLAIN_PEER, fd,
 				 marked < 0 ? "cannot read the saved SYN: %s"
 					    : "the client's SYN was not marked%s (plain client)",
 				 marked < 0 ? strerror(-marked) : "");
@@ -229,22 +349,9 @@ static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *
 	int ret = stk_conn_create(fd, window(), &conn);
 	if (ret)
 		return ret;
-	/* Offer every configured provider that opens here (maybe none: the client
-	 * waits for a HELLO and must get one to know the outcome). */
 	struct stk_nego_msg hello;
-	memset(&hello, 0, sizeof(hello));
-	local_identity(&hello, STK_NEGO_HELLO, conn);
-	const char *cursor = stk_cfg.providers;
-	char name[STK_FAB_NAME_MAX];
 	struct stk_fab *fabs[STK_NEGO_PROV_MAX];
-	while (hello.nprov < STK_NEGO_PROV_MAX && next_provider(&cursor, name)) {
-		struct stk_fab *fab;
-		if (stk_fab_get(name, &fab) != 0)
-			continue;
-		if (fill_prov(fab, (struct sockaddr *)&local, &hello.prov[hello.nprov]) != 0)
-			continue;
-		fabs[hello.nprov++] = fab;
-	}
+	stk_conn_build_hello(conn, (struct sockaddr *)&local, &hello, fabs);
 	ret = stk_nego_send_msg(fd, &hello, STK_NEGO_REPLY_WAIT_MS);
 	if (ret) {
 		stk_conn_destroy(conn);
@@ -252,66 +359,39 @@ static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *
 	}
 	struct stk_nego_msg reply;
 	ret = stk_nego_recv_msg(fd, &reply, STK_NEGO_REPLY_WAIT_MS);
-	if (ret == -EPROTO || ret == -ETIMEDOUT) {
+	if (ret == -ETIMEDOUT) {
 		stk_conn_destroy(conn);
-		return fall_back(info, STK_C_FALLBACK_TIMEOUT, fd,
-				 ret == -EPROTO ? "the client gave up waiting for our HELLO and sent data"
-						: "no REPLY from the client within %d ms",
-				 STK_NEGO_REPLY_WAIT_MS);
+		return stk_conn_fall_back(info, STK_C_FALLBACK_TIMEOUT, fd,
+				 "no REPLY from the client within %d ms", STK_NEGO_REPLY_WAIT_MS);
 	}
-	if (ret == -EPROTONOSUPPORT || (ret == 0 && reply.status == STK_NEGO_REJECT_VERSION)) {
-		stk_conn_destroy(conn);
-		return fall_back(info, STK_C_FALLBACK_VERSION, fd,
-				 "client speaks negotiation version %u, we speak %u", reply.version,
-				 STK_NEGO_VERSION);
-	}
-	if (ret == -EBADMSG || (ret == 0 && reply.type != STK_NEGO_REPLY)) {
-		stk_conn_destroy(conn);
-		return fall_back(info, STK_C_FALLBACK_GARBAGE, fd, "malformed REPLY from the client");
-	}
-	if (ret < 0) {
+	if (ret < 0 && ret != -EPROTO && ret != -EPROTONOSUPPORT && ret != -EBADMSG) {
 		stk_conn_destroy(conn);
 		return ret;
 	}
-	if (reply.status != STK_NEGO_ACCEPT) {
-		stk_conn_destroy(conn);
-		switch (reply.status) {
-		case STK_NEGO_REJECT_NO_COMMON:
-			return fall_back(info, STK_C_FALLBACK_NO_COMMON, fd,
-					 "no common provider (we offered %u of '%s')", hello.nprov,
-					 stk_cfg.providers);
-		case STK_NEGO_REJECT_PROV_INIT:
-			return fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
-					 "the client could not open a common provider");
-		default:
-			return fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
-					 "the client rejected our HELLO (status %u)", reply.status);
-		}
+	bool cancel;
+	ret = stk_conn_take_reply(conn, ret, &reply, &hello, fabs, &cancel, info);
+	struct stk_nego_msg decision;
+	stk_conn_make_decision(&decision, ret ? STK_NEGO_CANCEL : STK_NEGO_ACK,
+			       ret ? STK_NEGO_CANCEL_UNUSABLE : STK_NEGO_ACCEPT);
+	if (ret == 0 || cancel) {
+		int sret = stk_nego_send_msg(fd, &decision, STK_NEGO_REPLY_WAIT_MS);
+		if (ret == 0 && sret)
+			ret = sret;
 	}
-	struct stk_fab *fab = NULL;
-	for (unsigned i = 0; i < hello.nprov; i++)
-		if (strcmp(hello.prov[i].name, reply.prov[0].name) == 0)
-			fab = fabs[i];
-	fi_addr_t peer_addr;
-	if (!fab || stk_fab_av_insert(fab, reply.prov[0].addr, reply.prov[0].addr_len,
-				      &peer_addr) != 0) {
-		/* The client already committed: nothing sane to continue with. */
+	if (ret) {
 		stk_conn_destroy(conn);
-		FSK_WARN("fd %d: client chose '%s' which we cannot use", fd, reply.prov[0].name);
-		return -EPROTO;
+		return ret;
 	}
-	stk_conn_connect(conn, fab, peer_addr, reply.slot, reply.conn_id, reply.credits);
-	if (stk_conn_handshake(conn, STK_NEGO_HANDSHAKE_MS) != 0) {
-		stk_conn_destroy(conn);
-		return fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
-				 "%s: no fabric message from the client within %d ms",
-				 stk_fab_name(fab), STK_NEGO_HANDSHAKE_MS);
-	}
-	snprintf(info->provider, sizeof(info->provider), "%s", stk_fab_name(fab));
-	count_accel(info->provider);
-	FSK_DBG("fd %d: accelerated over %s (slot %u)", fd, info->provider, conn->slot);
-	*out = conn;
-	return 0;
+	return finish(conn, out, info, "client");
+}
+
+void stk_conn_open_providers(void)
+{
+	const char *cursor = stk_cfg.providers;
+	char name[STK_FAB_NAME_MAX];
+	struct stk_fab *fab;
+	while (next_provider(&cursor, name))
+		stk_fab_get(name, &fab); /* failures are cached and logged there */
 }
 
 int stk_accel_listen(int listen_fd)
@@ -319,11 +399,7 @@ int stk_accel_listen(int listen_fd)
 	int ret = stk_nego_listener_prepare(listen_fd);
 	if (ret)
 		return ret;
-	const char *cursor = stk_cfg.providers;
-	char name[STK_FAB_NAME_MAX];
-	struct stk_fab *fab;
-	while (next_provider(&cursor, name))
-		stk_fab_get(name, &fab); /* failures are cached and logged there */
+	stk_conn_open_providers();
 	return 0;
 }
 

@@ -26,8 +26,10 @@
 	X(FALLBACK_PROV_INIT, "fallback_prov_init", "kernel: provider init or address failure") \
 	X(FALLBACK_GARBAGE, "fallback_garbage", "kernel: malformed negotiation message") \
 	X(FALLBACK_IO, "fallback_io", "kernel: the kernel connection failed during negotiation") \
-	X(FALLBACK_NONBLOCK_CONNECT, "fallback_nonblock_connect", \
-	  "kernel: non-blocking connect (negotiation on completion not supported yet)") \
+	X(FALLBACK_STDIO, "fallback_stdio", \
+	  "kernel: the app used the socket through stdio (fdopen) while negotiating") \
+	X(NEGO_RECORDS_STRIPPED, "nego_records_stripped", \
+	  "late negotiation records removed from a stream that went to the kernel") \
 	X(FALLBACK_NO_FD, "fallback_no_fd", "kernel: no free fd for the liveness channel") \
 	X(CONN_RESETS, "conn_resets", "accelerated connections reset (RST, peer death, protocol)") \
 	X(BYTES_TX_SHM, "bytes_tx_shm", "payload bytes sent over shm (folded in at close)") \

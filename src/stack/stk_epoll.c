@@ -4,6 +4,7 @@
 #include "stack/stk_config.h"
 #include "stack/stk_log.h"
 #include "stack/stk_ready.h"
+#include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
 
 #include <errno.h>
@@ -399,10 +400,13 @@ static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *con
 		if (conn) {
 			int lf = stk_ready_ops.liveness_fd(conn);
 			if (lf >= 0 && !watched_by(ep, it)) {
-				/* edge-triggered: a socket at EOF must not wake every sleep */
-				ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, lf,
-					      EPOLLIN | EPOLLRDHUP | EPOLLET, (uintptr_t)conn);
-				if (ret == -EEXIST)
+				/* edge-triggered: a socket at EOF must not wake every sleep;
+				 * while negotiating, the end of a non-blocking connect too */
+				uint32_t lev = EPOLLIN | EPOLLRDHUP | EPOLLET;
+				if (stk_ready_phase(conn) != STK_PHASE_FABRIC)
+					lev |= EPOLLOUT;
+				ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, lf, lev, (uintptr_t)conn);
+				if (ret == -EEXIST) /* the same connection under another fd */
 					ret = 0;
 			}
 			if (lf >= 0 && !ret)
@@ -485,6 +489,19 @@ int stk_epoll_expose(struct stk_epoll *ep)
 	return ret;
 }
 
+int stk_epoll_kick(struct stk_epoll *ep)
+{
+	int ret = stk_epoll_expose(ep);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&ep->lock);
+	uint64_t v = 1;
+	if (!ep->expose_set && stk_sys.write(ep->expose_fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+		ep->expose_set = true; /* the next scan drains it */
+	pthread_mutex_unlock(&ep->lock);
+	return 0;
+}
+
 /* Exposure eventfd follows the pending state, on transitions only (lock held). */
 static void expose_update(struct stk_epoll *ep, bool pending)
 {
@@ -500,9 +517,11 @@ static void expose_update(struct stk_epoll *ep, bool pending)
 	}
 }
 
-/* Remove from its set, under that set's lock, one item watching w (registry_lock
- * held, so the set cannot be destroyed meanwhile). False when none is left. */
-static bool remove_one_watcher(struct stk_ready_watch *w)
+/* Apply fn (remove_item or migrate_to_kernel: both take the item off w) under
+ * its set's lock to one item watching w (registry_lock held, so the set cannot
+ * be destroyed meanwhile). False when none is left. */
+static bool drop_one_watcher(struct stk_ready_watch *w,
+			     void (*fn)(struct stk_epoll *ep, struct ep_item *it))
 {
 	spin_lock(&w->lock);
 	struct ep_item *first = w->first;
@@ -519,9 +538,40 @@ static bool remove_one_watcher(struct stk_ready_watch *w)
 			it = o;
 	spin_unlock(&w->lock);
 	if (it)
-		remove_item(set, it);
+		fn(set, it);
 	pthread_mutex_unlock(&set->lock);
 	return true;
+}
+
+/* The item's connection settled on the kernel (stk_lazy.h): the app's kernel
+ * set E watches its socket from now on, with the events and data the app gave
+ * (ep->lock held). */
+static void migrate_to_kernel(struct stk_epoll *ep, struct ep_item *it)
+{
+	uint32_t events = it->events;
+	if (it->disabled)
+		events &= ~(uint32_t)EVENT_BITS; /* one-shot already fired: stays disarmed */
+	struct epoll_event ev = { .events = events, .data = it->data };
+	if (stk_sys.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, it->fd, &ev) != 0 && errno != EEXIST)
+		FSK_DBG("epoll fd %d: fd %d back to the kernel set: %s", ep->epfd, it->fd,
+			strerror(errno));
+	remove_item(ep, it);
+}
+
+void stk_epoll_conn_changed(struct stk_conn *conn)
+{
+	struct stk_ready_watch *w = stk_ready_ops.watch(conn);
+	if (stk_ready_phase(conn) != STK_PHASE_KERNEL) {
+		/* on the fabric: its generation moved, so sets report a new edge */
+		stk_ready_notify(w);
+		return;
+	}
+	if (!__atomic_load_n(&w->first, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&registry_lock);
+	while (drop_one_watcher(w, migrate_to_kernel))
+		; /* E wakes its waiters when the socket is ready */
+	pthread_mutex_unlock(&registry_lock);
 }
 
 void stk_epoll_destroy(struct stk_epoll *ep)
@@ -534,7 +584,7 @@ void stk_epoll_destroy(struct stk_epoll *ep)
 		}
 	}
 	/* outer sets that hold this one forget it (as the kernel does on close) */
-	while (remove_one_watcher(&ep->watch))
+	while (drop_one_watcher(&ep->watch, remove_item))
 		;
 	/* our items leave their watcher lists; still under registry_lock, so a
 	 * concurrent stk_epoll_conn_closed cannot reach this set afterwards */
@@ -559,7 +609,7 @@ void stk_epoll_conn_closed(struct stk_conn *conn)
 	if (!__atomic_load_n(&w->first, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&registry_lock);
-	while (remove_one_watcher(w))
+	while (drop_one_watcher(w, remove_item))
 		;
 	pthread_mutex_unlock(&registry_lock);
 }
@@ -579,7 +629,8 @@ static uint32_t item_events(struct ep_item *it, uint64_t *gen)
 		 * scan, never reported twice */
 		/* the scan progressed the set's fabrics just before (walk_ready);
 		 * an item whose fabric is not known yet drives its own */
-		short ev = stk_ready_ops.events_now && it->fab_known
+		short ev = stk_ready_ops.events_now && it->fab_known &&
+				   stk_ready_phase(it->conn) == STK_PHASE_FABRIC
 				   ? stk_ready_ops.events_now(it->conn)
 				   : stk_ready_ops.events(it->conn);
 		*gen = stk_ready_ops.generation(it->conn);
@@ -625,6 +676,11 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 		struct ep_item *next = it->rd_next;
 		it->notified = false;
 		spin_unlock(&ep->rdl);
+		if (it->conn && stk_ready_phase(it->conn) == STK_PHASE_KERNEL) {
+			migrate_to_kernel(ep, it); /* missed by stk_epoll_conn_changed */
+			it = next;
+			continue;
+		}
 		bool fire = false, keep = false;
 		uint32_t r = 0;
 		if (!it->disabled) {
@@ -708,7 +764,12 @@ static void harvest_priv(struct stk_epoll *ep)
 			harvest_priv(inner);
 			pthread_mutex_unlock(&inner->lock);
 		} else {
-			stk_ready_ops.liveness((struct stk_conn *)(uintptr_t)tag);
+			struct stk_conn *conn = (struct stk_conn *)(uintptr_t)tag;
+			if (stk_ready_phase(conn) != STK_PHASE_FABRIC)
+				/* negotiation bytes or the end of a connect: evaluate */
+				stk_ready_notify(stk_ready_ops.watch(conn));
+			else
+				stk_ready_ops.liveness(conn);
 		}
 	}
 }

@@ -76,10 +76,10 @@
  *       close.
  *   the last close of an accelerated socket: stk_epoll_conn_closed(conn) before
  *       stk_close(conn) (requested in stk_accel_close).
- *   A socket registered in an epoll set while it was still a kernel candidate
- *       (non-blocking connect: EPOLLOUT before the negotiation) and accelerated
- *       afterwards must be migrated by the preload: real EPOLL_CTL_DEL from E,
- *       then stk_epoll_ctl(ADD) with the same events and data. */
+ *   A socket still negotiating (its conn's phase is not FABRIC, stk_lazy.h) is
+ *       registered here like an accelerated one; when it settles on the kernel
+ *       the stack moves it to E itself (stk_epoll_conn_changed), and from then
+ *       on the preload treats it as a kernel fd (stk_ready_lookup gives NULL). */
 #ifndef STK_EPOLL_H
 #define STK_EPOLL_H
 
@@ -125,6 +125,12 @@ int stk_epoll_ctl_inner(struct stk_epoll *ep, int op, int fd, struct stk_epoll *
  * is as of the last scan. Returns 0 or -errno. */
 int stk_epoll_expose(struct stk_epoll *ep);
 
+/* The object was just attached to E, which a thread may be waiting on with the
+ * real epoll_wait (it had nothing of ours when the wait began): make that wait
+ * return (exposure eventfd, signalled once), so its wrapper sees the tag and
+ * continues in stk_epoll_wait. 0 or -errno. */
+int stk_epoll_kick(struct stk_epoll *ep);
+
 /* epoll_pwait semantics (sigmask NULL = epoll_wait): up to max events, the
  * accelerated sockets' and E's merged, waiting timeout_ms (-1 = forever).
  * Returns the count, 0 on timeout, or -errno (-EINVAL for max <= 0, -EINTR). */
@@ -135,6 +141,12 @@ int stk_epoll_wait(struct stk_epoll *ep, struct epoll_event *evs, int max, int t
  * forever); -EINVAL for a bad timeout. */
 int stk_epoll_wait_ts(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		      const struct timespec *timeout, const sigset_t *sigmask);
+
+/* conn's negotiation ended (stk_lazy.h): on the fabric, sets holding it wake up
+ * and report what it has as a new edge; on the kernel, its items move to the
+ * app's kernel set (real EPOLL_CTL_ADD with the app's events and data) and leave
+ * ours. A set also moves such items itself at its next scan. */
+void stk_epoll_conn_changed(struct stk_conn *conn);
 
 /* Forget conn in every set (call before freeing it; close() semantics: the
  * kernel drops a closed socket from every epoll set). */

@@ -25,6 +25,7 @@
 #include <rdma/fi_errno.h>
 
 #define FAB_MAX 8
+#define AV_CACHE_MAX 256
 #define BATCH_MAX 64
 #define STK_FAB_RXM_SEG (16384u - 256u) /* below rxm's eager limit, header included */
 
@@ -46,23 +47,21 @@ struct stk_fab {
 	struct stk_fab_buf bufs[STK_FAB_RX_BUFS + STK_FAB_TX_BUFS];
 	uint64_t tx_free;       /* tagged head: tag << 32 | (index + 1) */
 	pthread_mutex_t cq_lock; /* held while draining the CQ and delivering */
+	/* Peers in the AV, shared by their connections: a process pair with many
+	 * connections inserts its peer once (shm's AV holds 256 peers). */
+	pthread_mutex_t av_lock;
+	struct av_entry {
+		uint8_t addr[STK_FAB_ADDR_MAX];
+		uint16_t len;           /* 0: free slot */
+		unsigned refs;          /* connections using it; 0: idle, kept */
+		uint64_t last_used;     /* eviction order of idle entries */
+		fi_addr_t fi;
+	} av_cache[AV_CACHE_MAX];   /* protected by av_lock */
+	uint64_t av_clock;          /* protected by av_lock */
 	/* protected by cq_lock: rx buffers whose repost failed with -FI_EAGAIN */
 	uint32_t repost[STK_FAB_RX_BUFS];
 	unsigned repost_count;
-	/* protected by av_lock: peer addresses already in the AV */
-	struct av_entry **av_cache;
-	unsigned av_n, av_cap;
 };
-
-/* One peer endpoint in the AV. Some providers' AVs are small (shm: 256 peers)
- * and one peer process carries many connections: each distinct address is
- * inserted once and its fi_addr shared by every connection to it. */
-struct av_entry {
-	size_t len;
-	fi_addr_t fi;
-	uint8_t addr[];
-};
-static pthread_mutex_t av_lock = PTHREAD_MUTEX_INITIALIZER; /* slow path: connection setup */
 
 /* protected by table_lock (slow path: opening endpoints) */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -287,45 +286,67 @@ int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *
 
 int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr_t *out)
 {
-	pthread_mutex_lock(&av_lock);
-	for (unsigned i = 0; i < fab->av_n; i++) {
-		struct av_entry *e = fab->av_cache[i];
+	if (len > STK_FAB_ADDR_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&fab->av_lock);
+	struct av_entry *free_slot = NULL, *idle = NULL;
+	for (unsigned i = 0; i < AV_CACHE_MAX; i++) {
+		struct av_entry *e = &fab->av_cache[i];
+		if (!e->len) {
+			if (!free_slot)
+				free_slot = e;
+			continue;
+		}
 		if (e->len == len && memcmp(e->addr, addr, len) == 0) {
+			e->refs++;
+			e->last_used = ++fab->av_clock;
 			*out = e->fi;
-			pthread_mutex_unlock(&av_lock);
+			pthread_mutex_unlock(&fab->av_lock);
 			return 0;
 		}
+		if (!e->refs && (!idle || e->last_used < idle->last_used))
+			idle = e;
 	}
-	int err = 0;
-	if (fab->av_n == fab->av_cap) {
-		unsigned cap = fab->av_cap ? fab->av_cap * 2 : 16;
-		struct av_entry **a = realloc(fab->av_cache, cap * sizeof(*a));
-		if (a) {
-			fab->av_cache = a;
-			fab->av_cap = cap;
-		}
-	}
-	struct av_entry *e = fab->av_n < fab->av_cap ? malloc(sizeof(*e) + len) : NULL;
-	if (!e)
-		err = -ENOMEM;
-	if (!err) {
+	if (!free_slot && idle) {
+		/* full: the peer idle the longest leaves (its mapping too) */
 		stk_fi_enter();
-		int ret = fi_av_insert(fab->av, addr, 1, &e->fi, 0, NULL);
+		fi_av_remove(fab->av, &idle->fi, 1, 0);
 		stk_fi_leave();
-		if (ret != 1) {
-			FSK_WARN("fi_av_insert on %s: %s", fab->name,
-				 ret < 0 ? stk_fi.strerror(-ret) : "address rejected");
-			err = ret < 0 ? ret : -EINVAL;
-			free(e);
-		} else {
-			e->len = len;
-			memcpy(e->addr, addr, len);
-			fab->av_cache[fab->av_n++] = e;
-			*out = e->fi;
-		}
+		idle->len = 0;
+		free_slot = idle;
 	}
-	pthread_mutex_unlock(&av_lock);
-	return err;
+	stk_fi_enter();
+	int ret = fi_av_insert(fab->av, addr, 1, out, 0, NULL);
+	stk_fi_leave();
+	if (ret == 1 && free_slot) {
+		memcpy(free_slot->addr, addr, len);
+		free_slot->len = (uint16_t)len;
+		free_slot->fi = *out;
+		free_slot->refs = 1;
+		free_slot->last_used = ++fab->av_clock;
+	}
+	pthread_mutex_unlock(&fab->av_lock);
+	if (ret != 1) {
+		FSK_WARN("fi_av_insert on %s: %s", fab->name,
+			 ret < 0 ? stk_fi.strerror(-ret) : "address rejected");
+		return ret < 0 ? ret : -EINVAL;
+	}
+	return 0;
+}
+
+void stk_fab_av_release(struct stk_fab *fab, fi_addr_t addr)
+{
+	pthread_mutex_lock(&fab->av_lock);
+	for (unsigned i = 0; i < AV_CACHE_MAX; i++) {
+		struct av_entry *e = &fab->av_cache[i];
+		if (!e->len || !e->refs || e->fi != addr)
+			continue;
+		/* kept when idle: the next connection to the same peer process reuses
+		 * it (shm maps the peer's 16 MiB region once, not per connection) */
+		e->refs--;
+		break;
+	}
+	pthread_mutex_unlock(&fab->av_lock);
 }
 
 /* ---- shared-memory regions of the shm provider ----
@@ -403,9 +424,6 @@ static void fab_close(struct stk_fab *fab)
 		stk_fi.freeinfo(fab->info);
 	if (fab->slab)
 		munmap(fab->slab, fab->slab_len);
-	for (unsigned i = 0; i < fab->av_n; i++)
-		free(fab->av_cache[i]);
-	free(fab->av_cache);
 	free(fab);
 }
 
@@ -434,6 +452,7 @@ static int fab_open(const char *name, struct stk_fab **out)
 	snprintf(fab->name, sizeof(fab->name), "%s", name);
 	fab->wait_fd = -1;
 	pthread_mutex_init(&fab->cq_lock, NULL);
+	pthread_mutex_init(&fab->av_lock, NULL);
 
 	hints->caps = FI_MSG;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;

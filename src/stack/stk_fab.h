@@ -58,9 +58,13 @@ const char *stk_fab_name(const struct stk_fab *fab);   /* cfg name, e.g. "tcp" *
  * provider may report 0.0.0.0; the peer needs an address it can reach). */
 int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *addr,
 		    size_t *len);
-/* The peer's fi_addr: each distinct address is inserted into the AV once and
- * shared by every connection to it. 0 or -errno. */
+/* Peers are inserted once and shared: each successful insert takes a reference
+ * that stk_fab_av_release gives back. Idle peers stay in the AV (reused by the
+ * next connection to the same address) until 256 are known; then the one idle
+ * the longest is removed. A new process at an idle peer's exact address (pid or
+ * port reuse) would inherit its provider state: a known limit. */
 int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr_t *out);
+void stk_fab_av_release(struct stk_fab *fab, fi_addr_t addr);
 size_t stk_fab_seg_size(const struct stk_fab *fab);     /* max bytes per message */
 size_t stk_fab_inject_size(const struct stk_fab *fab);
 

@@ -76,8 +76,10 @@ ssize_t stk_nego_encode(const struct stk_nego_msg *msg, uint8_t *buf, size_t cap
 	put_u16(&w, msg->version);
 	put_u16(&w, msg->type);
 	put_u32(&w, 0); /* length, patched below */
-	if (msg->type == STK_NEGO_REPLY)
+	if (msg->type != STK_NEGO_HELLO)
 		put_u16(&w, msg->status);
+	if (msg->type == STK_NEGO_ACK || msg->type == STK_NEGO_CANCEL)
+		goto done; /* the server's decision: a status and nothing else */
 	put(&w, msg->boot_id, 16);
 	put_u64(&w, msg->netns);
 	put_u64(&w, msg->conn_id);
@@ -91,6 +93,7 @@ ssize_t stk_nego_encode(const struct stk_nego_msg *msg, uint8_t *buf, size_t cap
 		struct stk_nego_prov none = { .name = "" };
 		put_prov(&w, msg->nprov ? &msg->prov[0] : &none);
 	}
+done:
 	if (w.overflow)
 		return -ENOSPC;
 	uint32_t len = (uint32_t)w.len;
@@ -179,12 +182,14 @@ int stk_nego_decode(const uint8_t *buf, size_t len, struct stk_nego_msg *msg, si
 	if (len < total)
 		return -EAGAIN;
 	r.len = total;
-	if (msg->type != STK_NEGO_HELLO && msg->type != STK_NEGO_REPLY)
+	if (msg->type < STK_NEGO_HELLO || msg->type > STK_NEGO_CANCEL)
 		return -EBADMSG;
-	if (msg->type == STK_NEGO_REPLY)
+	if (msg->type != STK_NEGO_HELLO)
 		msg->status = get_u16(&r);
 	if (msg->version != STK_NEGO_VERSION)
 		return r.short_read ? -EBADMSG : -EPROTONOSUPPORT;
+	if (msg->type == STK_NEGO_ACK || msg->type == STK_NEGO_CANCEL)
+		return r.short_read || r.pos != total ? -EBADMSG : 0;
 	get(&r, msg->boot_id, 16);
 	msg->netns = get_u64(&r);
 	msg->conn_id = get_u64(&r);
@@ -438,12 +443,8 @@ static int wait_fd(int fd, short events, const struct timespec *deadline)
 	return n;
 }
 
-int stk_nego_send_msg(int fd, const struct stk_nego_msg *msg, int timeout_ms)
+static int send_bytes(int fd, const uint8_t *buf, ssize_t len, int timeout_ms)
 {
-	uint8_t buf[STK_NEGO_MSG_MAX];
-	ssize_t len = stk_nego_encode(msg, buf, sizeof(buf));
-	if (len < 0)
-		return (int)len;
 	struct timespec deadline;
 	deadline_in(&deadline, timeout_ms);
 	size_t done = 0;
@@ -463,6 +464,20 @@ int stk_nego_send_msg(int fd, const struct stk_nego_msg *msg, int timeout_ms)
 			return w;
 	}
 	return 0;
+}
+
+int stk_nego_send_msg(int fd, const struct stk_nego_msg *msg, int timeout_ms)
+{
+	uint8_t buf[STK_NEGO_MSG_MAX];
+	ssize_t len = stk_nego_encode(msg, buf, sizeof(buf));
+	if (len < 0)
+		return (int)len;
+	return send_bytes(fd, buf, len, timeout_ms);
+}
+
+static int send_tail(int fd, const uint8_t *buf, size_t len)
+{
+	return send_bytes(fd, buf, (ssize_t)len, STK_NEGO_REPLY_WAIT_MS);
 }
 
 int stk_nego_recv_msg(int fd, struct stk_nego_msg *msg, int timeout_ms)
@@ -500,31 +515,49 @@ int stk_nego_recv_msg(int fd, struct stk_nego_msg *msg, int timeout_ms)
 	}
 }
 
-int stk_nego_strip_late_hello(int fd, bool app_wrote)
+int stk_nego_peek_at(int fd, size_t skip, struct stk_nego_msg *msg, size_t *msg_len)
+{
+	uint8_t buf[2 * STK_NEGO_MSG_MAX];
+	if (skip > STK_NEGO_MSG_MAX)
+		return -EINVAL;
+	ssize_t n = stk_sys.recv(fd, buf, skip + STK_NEGO_MSG_MAX, MSG_PEEK | MSG_DONTWAIT);
+	if (n == 0 || (n > 0 && (size_t)n == skip))
+		return n == 0 && skip == 0 ? -ECONNRESET : -EAGAIN;
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
+	if ((size_t)n < skip)
+		return -EAGAIN;
+	*msg_len = 0;
+	return stk_nego_decode(buf + skip, (size_t)n - skip, msg, msg_len);
+}
+
+int stk_nego_peek(int fd, struct stk_nego_msg *msg, size_t *msg_len)
+{
+	return stk_nego_peek_at(fd, 0, msg, msg_len);
+}
+
+int stk_nego_consume(int fd, size_t len)
 {
 	uint8_t buf[STK_NEGO_MSG_MAX];
-	struct stk_nego_msg msg;
-	size_t msg_len = 0;
-	ssize_t n = stk_sys.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
-	if (n <= 0)
-		return n == 0 ? 0 : (errno == EAGAIN || errno == EWOULDBLOCK) ? -EAGAIN : 0;
-	int ret = stk_nego_decode(buf, (size_t)n, &msg, &msg_len);
-	if (ret == -EAGAIN)
-		return -EAGAIN;
-	if ((ret != 0 && ret != -EPROTONOSUPPORT) || msg.type != STK_NEGO_HELLO)
+	if (len > sizeof(buf))
+		return -EINVAL;
+	ssize_t got = stk_sys.recv(fd, buf, len, MSG_DONTWAIT);
+	if (got == (ssize_t)len)
 		return 0;
-	if (stk_sys.recv(fd, buf, msg_len, MSG_DONTWAIT) != (ssize_t)msg_len)
+	return got < 0 ? -errno : -EIO;
+}
+
+int stk_nego_send_now(int fd, const struct stk_nego_msg *msg)
+{
+	uint8_t buf[STK_NEGO_MSG_MAX];
+	ssize_t len = stk_nego_encode(msg, buf, sizeof(buf));
+	if (len < 0)
+		return (int)len;
+	ssize_t n = stk_sys.send(fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n == len)
 		return 0;
-	FSK_INFO("fd %d: removed a HELLO that arrived after the client fell back", fd);
-	/* The destination is libfabsock, only slow: wait longer next time (P2). */
-	struct sockaddr_storage peer;
-	socklen_t plen = sizeof(peer);
-	if (stk_sys.getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
-		stk_nego_cache_put((struct sockaddr *)&peer, STK_PEER_CAPABLE);
-	if (!app_wrote) {
-		struct stk_nego_msg reply = { .version = STK_NEGO_VERSION, .type = STK_NEGO_REPLY,
-					      .status = STK_NEGO_REJECT_LATE };
-		stk_nego_send_msg(fd, &reply, 5);
-	}
-	return 1;
+	if (n < 0)
+		return -errno;
+	/* Part of a record went: the stream is committed to it; finish (bounded). */
+	return send_tail(fd, buf + n, (size_t)(len - n));
 }

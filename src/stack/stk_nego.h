@@ -1,47 +1,56 @@
 /* stk_nego: the negotiation on the kernel TCP connection, and the marking that
  * keeps it invisible to plain (non-libfabsock) peers.
  *
- * THE PROTOCOL (version 1). Properties P1-P4 of ARCHITECTURE.md hold by these rules:
- *  1. Client side, before connect(): stk_nego_mark_syn() sets IP_TOS (IPv6:
- *     IPV6_TCLASS) to STK_NEGO_SYN_TOS, so the SYN carries the mark; after the
- *     connection is established stk_nego_unmark() restores 0, so only the SYN
- *     (and the handful of packets sent before unmark) carries it.
+ * THE PROTOCOL (version 2). Properties P1-P4 of ARCHITECTURE.md hold by these rules:
+ *  1. Client side, before connect() (blocking or not): stk_nego_mark_syn() sets
+ *     IP_TOS (IPv6: IPV6_TCLASS) to STK_NEGO_SYN_TOS, so the SYN carries the mark;
+ *     once the connection is established stk_nego_unmark() restores 0.
  *  2. Server side, on the listener before the first SYN: stk_nego_listener_prepare()
  *     sets TCP_SAVE_SYN. On each accepted socket stk_nego_syn_marked() reads
  *     TCP_SAVED_SYN and checks the TOS / traffic class. Not marked (a plain client,
  *     a libfabsock client that could not mark, SYN cookies) → kernel, nothing sent:
  *     the server NEVER speaks first to an unmarked client (P1 for plain clients).
- *  3. Marked → the server speaks first: HELLO (version, host identity, every
+ *  3. Marked → the server sends a HELLO at once (version, host identity, every
  *     provider it opened with its fabric address, its slot, connection id and
- *     initial credits; possibly zero providers), then waits for the REPLY.
- *  4. The client NEVER writes a byte before it has read a HELLO, so a plain server
- *     never receives anything it did not expect (P1 for plain servers). It waits for
- *     the HELLO with MSG_PEEK (a plain server that speaks first, SMTP-like, is
- *     detected on the first non-matching byte and its bytes stay for the app) at
- *     most: 5 ms for an unknown destination, 0 for a destination cached as plain
- *     (TTL STK_NEGO_CACHE_TTL_S), 1 s for one cached as capable (P3).
- *  5. The client answers every HELLO it read with exactly one REPLY: ACCEPT with
- *     the chosen provider (shm only when both ends have the same boot id and
- *     network namespace and both offer it, else the first of stk_cfg.providers the
- *     server offers and that opens here) and its own address/slot/id/credits, or a
- *     REJECT status (another version, no common provider, provider init failure).
- *     Both ends then know the outcome (P2: two libfabsock ends with a common
- *     provider end up on the fabric).
- *  6. A HELLO that arrives after the client gave up (slow server, cached plain):
- *     the client strips it from the start of its stream (stk_nego_strip_late_hello,
- *     before the app's first read) and, when its app has not written yet, sends a
- *     REJECT; a server that waits for a REPLY and instead sees bytes that are not
- *     one (the client app's data) falls back without consuming them. The server
- *     waits at most STK_NEGO_REPLY_WAIT_MS for the REPLY.
- *  7. After ACCEPT, each end sends one fabric message and waits (≤ 2 s) for the
+ *     initial credits; possibly zero providers) and accept() returns: nobody waits.
+ *  4. The kernel stream's first records decide, in each direction, and the SERVER
+ *     decides the outcome (the client only offers: no two-generals ambiguity):
+ *     - the client NEVER writes a byte before it has read a HELLO (P1 for plain
+ *       servers). Its first incoming bytes: a HELLO → if its app has not written,
+ *       it answers one REPLY (ACCEPT with the chosen provider — shm only on the
+ *       same boot id and network namespace — and its address/slot/id/credits, or a
+ *       REJECT status) and waits for the server's ACK or CANCEL; if its app already
+ *       wrote (it gave up waiting), it removes the HELLO and stays on the kernel.
+ *       Anything else (a plain server speaking first, EOF) → kernel, nothing
+ *       consumed. The app's first write waits for the HELLO at most
+ *       stk_cfg.nego_wait_ms for an unknown destination, 0 for one cached as plain
+ *       (TTL STK_NEGO_CACHE_TTL_S), STK_NEGO_WAIT_CAPABLE_MS for one cached as
+ *       capable (P3); reads wait for data anyway.
+ *       A client that must first open its providers (loading libfabric takes
+ *       ~0.2 s once per process) first sends a REPLY with status HOLD: it
+ *       commits to a real REPLY that follows, and the server then waits up to
+ *       STK_NEGO_REPLY_WAIT_MS instead of stk_cfg.nego_wait_ms.
+ *     - the server's first incoming bytes: a REPLY ACCEPT it can use → ACK, fabric;
+ *       a REPLY it cannot use → CANCEL, kernel; a REJECT → kernel; anything else is
+ *       the client app's data (the client fell back): kernel, nothing consumed. If
+ *       the server app writes before the REPLY came, it waits at most
+ *       stk_cfg.nego_wait_ms for it, then sends CANCEL (before the app's bytes)
+ *       and removes a REPLY that crossed it.
+ *     - a client that fell back removes a HELLO and a CANCEL at the start of its
+ *       stream; a server that cancelled removes a REPLY at the start of its stream.
+ *  5. After the ACK, each end sends one fabric message and waits (≤ 2 s) for the
  *     other's before any app byte moves; if the fabric does not work both ends
  *     see it and stay on the kernel (no app byte was sent on either path yet).
- *  Every outcome is counted, each distinct fallback reason logged once (P4).
+ *  The records are consumed as soon as they arrive (a per-process negotiation
+ *  thread, stk_lazy.h), so an app reading through a path we do not interpose
+ *  (stdio inside libc) does not see them. Every outcome is counted, each distinct
+ *  fallback reason logged once (P4).
  *
  * Wire (little-endian): a 16-byte header stable across versions
  *   magic[8] = 7f 'f' 's' 'k' 'N' 'E' 'G' 'O', version u16, type u16 (1 HELLO,
- *   2 REPLY), length u32 (whole message, ≤ STK_NEGO_MSG_MAX)
- * and, for a REPLY of any version, the first body field status u16 (0 = ACCEPT).
+ *   2 REPLY, 3 ACK, 4 CANCEL), length u32 (whole message, ≤ STK_NEGO_MSG_MAX)
+ * and, for every type but HELLO of any version, the first body field status u16
+ * (0 = ACCEPT). ACK and CANCEL carry nothing else.
  * HELLO body: boot_id[16] netns u64 conn_id u64 slot u32 credits u32 nprov u8,
  *   nprov × (name_len u8, name, addr_len u16, addr).
  * REPLY body: status u16 boot_id[16] netns u64 conn_id u64 slot u32 credits u32
@@ -56,7 +65,7 @@
 
 #include "stack/stk_fab.h"
 
-#define STK_NEGO_VERSION 1
+#define STK_NEGO_VERSION 2
 #define STK_NEGO_SYN_TOS 0x2c          /* DSCP 11 (unassigned), ECN bits 0 */
 #define STK_NEGO_HDR_LEN 16
 #define STK_NEGO_MSG_MAX 2048
@@ -66,7 +75,7 @@
 #define STK_NEGO_CACHE_TTL_S 60
 #define STK_NEGO_HANDSHAKE_MS 2000     /* first fabric message each way (stk_conn.c) */
 
-enum stk_nego_type { STK_NEGO_HELLO = 1, STK_NEGO_REPLY = 2 };
+enum stk_nego_type { STK_NEGO_HELLO = 1, STK_NEGO_REPLY = 2, STK_NEGO_ACK = 3, STK_NEGO_CANCEL = 4 };
 
 enum stk_nego_status {
 	STK_NEGO_ACCEPT = 0,
@@ -75,6 +84,9 @@ enum stk_nego_status {
 	STK_NEGO_REJECT_PROV_INIT = 3,
 	STK_NEGO_REJECT_BAD_HELLO = 4,
 	STK_NEGO_REJECT_LATE = 5,
+	STK_NEGO_CANCEL_APP_WROTE = 6,  /* CANCEL: the server app wrote first */
+	STK_NEGO_CANCEL_UNUSABLE = 7,   /* CANCEL: the REPLY's provider is unusable */
+	STK_NEGO_HOLD = 8,              /* REPLY: the real REPLY follows (providers loading) */
 };
 
 struct stk_nego_prov {
@@ -124,11 +136,19 @@ enum stk_nego_peer { STK_PEER_UNKNOWN, STK_PEER_PLAIN, STK_PEER_CAPABLE };
 enum stk_nego_peer stk_nego_cache_get(const struct sockaddr *dest);
 void stk_nego_cache_put(const struct sockaddr *dest, enum stk_nego_peer state);
 
-/* Client socket that fell back without a HELLO (timeout or cached plain): call
- * before the app's first read. 1: a HELLO was at the start of the stream and was
- * removed (and, if !app_wrote, a REJECT sent); 0: the stream does not start with
- * a HELLO (stop calling); -EAGAIN: undecided yet (no or too few bytes). */
-int stk_nego_strip_late_hello(int fd, bool app_wrote);
+/* Non-blocking, on the kernel connection. stk_nego_peek: look at the first
+ * record of the stream without consuming it: stk_nego_decode()'s codes (0 with
+ * *msg and *msg_len for a whole message), -EAGAIN when no or too few bytes are
+ * there, -ECONNRESET at EOF, -errno. stk_nego_consume: remove the first len bytes
+ * (a record peek found). stk_nego_send_now: send one record now (a fresh
+ * connection's send buffer always has room; a partial send is completed with a
+ * bounded wait). All return 0 or -errno. */
+int stk_nego_peek(int fd, struct stk_nego_msg *msg, size_t *msg_len);
+/* The same for the record that starts skip (≤ STK_NEGO_MSG_MAX) bytes in: what
+ * follows a record peek found (-EAGAIN also when the stream ends before it). */
+int stk_nego_peek_at(int fd, size_t skip, struct stk_nego_msg *msg, size_t *msg_len);
+int stk_nego_consume(int fd, size_t len);
+int stk_nego_send_now(int fd, const struct stk_nego_msg *msg);
 
 /* Blocking helpers on the kernel connection, bounded by timeout_ms. */
 int stk_nego_send_msg(int fd, const struct stk_nego_msg *msg, int timeout_ms);

@@ -3,6 +3,7 @@
 #include "config.h"
 #include "stack/stk_ready.h"
 #include "stack/stk_config.h"
+#include "stack/stk_stream.h"
 
 #include <errno.h>
 #include <string.h>
@@ -70,15 +71,26 @@ static int take_kernel(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns,
 	return cnt;
 }
 
-static void arm_liveness(struct pollfd *k, nfds_t nfds, struct stk_conn **conns)
+/* Sleep on each accelerated socket's kernel connection; one still negotiating
+ * (or settled on the kernel during this call) also for the POLLOUT asked for (a
+ * non-blocking connect ends). Returns true when such a socket is in the set: its
+ * move to the fabric makes no kernel event, so the sleep is sliced. */
+static bool arm_liveness(const struct pollfd *fds, struct pollfd *k, nfds_t nfds,
+			 struct stk_conn **conns)
 {
+	bool negotiating = false;
 	for (nfds_t i = 0; i < nfds; i++) {
 		if (!conns[i])
 			continue;
 		k[i].fd = stk_ready_ops.liveness_fd(conns[i]);
 		k[i].events = POLLIN | POLLRDHUP;
 		k[i].revents = 0;
+		if (stk_ready_phase(conns[i]) != STK_PHASE_FABRIC) {
+			k[i].events |= (short)(fds[i].events & POLLOUT);
+			negotiating = true;
+		}
 	}
+	return negotiating;
 }
 
 /* The mixed case. k has room for nfds + STK_READY_FAB_MAX entries. */
@@ -110,7 +122,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 		if (kernel_fresh) {
 			cnt += take_kernel(fds, nfds, conns, k);
 		} else if (nkern || check_live) {
-			arm_liveness(k, nfds, conns);
+			arm_liveness(fds, k, nfds, conns);
 			int n = stk_ready_sys_ppoll(k, nfds, &zero, NULL);
 			if (n < 0) {
 				ret = n;
@@ -125,19 +137,24 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			break;
 		if (step == STK_READY_SPIN)
 			continue;
+		for (nfds_t i = 0; i < nfds; i++) /* a negotiation may have ended */
+			if (conns[i])
+				stk_ready_fabs_add(&fabs, conns[i]);
 		uint64_t slice;
 		int nw = stk_ready_fabs_prepare(&fabs, k + nfds, &slice);
 		if (nw == -EAGAIN)
 			continue; /* completions pending: the next evaluation drains them */
 		if (nw > 0 && eval_accel(fds, nfds, conns) > 0)
 			continue; /* delivered by another thread before our trywait */
-		arm_liveness(k, nfds, conns);
+		bool negotiating = arm_liveness(fds, k, nfds, conns);
 		uint64_t now = stk_ready_now_ns();
 		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER
 				 : deadline > now       ? deadline - now
 							 : 0;
 		if (slice && slice < sleep)
 			sleep = slice;
+		if (negotiating && sleep > STK_READY_SLICE_MAX_NS)
+			sleep = STK_READY_SLICE_MAX_NS;
 		struct timespec ts = ns_to_ts(sleep);
 		int n = stk_ready_sys_ppoll(k, nfds + (nfds_t)nw,
 					    sleep == STK_READY_NEVER ? NULL : &ts,

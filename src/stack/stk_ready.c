@@ -35,6 +35,11 @@ static struct stk_fab *conn_fab(struct stk_conn *conn)
 	return __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
 }
 
+static int conn_phase(struct stk_conn *conn)
+{
+	return __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+}
+
 static int fab_wait_fd(struct stk_fab *fab)
 {
 	return stk_fab_wait_fd(fab);
@@ -55,6 +60,7 @@ static int fab_wait_fd(struct stk_fab *fab)
 	.watch = stk_conn_watch, \
 	.events_now = stk_conn_events, \
 	.tx_blocked = stk_conn_tx_blocked, \
+	.phase = conn_phase, \
 }
 
 const struct stk_ready_ops stk_ready_ops_default = READY_OPS_REAL;

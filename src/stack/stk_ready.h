@@ -122,9 +122,17 @@ struct stk_ready_ops {
 	 * has no room; room comes back without any message for this connection, so
 	 * an epoll item waiting for EPOLLOUT stays on the ready list meanwhile. */
 	bool (*tx_blocked)(struct stk_conn *conn);
+	/* enum stk_phase of the connection (stk_stream.h); NULL: always FABRIC. */
+	int (*phase)(struct stk_conn *conn);
 };
 
 extern struct stk_ready_ops stk_ready_ops;
+
+/* The connection's phase through the ops (0 = STK_PHASE_FABRIC without the op). */
+static inline int stk_ready_phase(struct stk_conn *conn)
+{
+	return stk_ready_ops.phase ? stk_ready_ops.phase(conn) : 0;
+}
 /* The defaults (real stack), e.g. to restore after a test. */
 extern const struct stk_ready_ops stk_ready_ops_default;
 

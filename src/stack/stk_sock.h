@@ -31,9 +31,8 @@ struct stk_sock {
 	bool decided;            /* the role was known and the decision taken */
 	bool syn_marked;         /* client: SYN marked, negotiation after connect */
 	bool accel_listener;     /* listener whose accepted connections are candidates */
-	bool strip_pending;      /* fell back after marking: strip a late HELLO first */
-	bool app_wrote;          /* the app sent bytes while strip_pending */
-	struct stk_conn *conn;   /* the accelerated stream, or NULL (kernel) */
+	struct stk_conn *conn;   /* the stream (maybe still negotiating, or settled on the
+				  * kernel: see its phase), or NULL (kernel) */
 	struct stk_epoll *epoll; /* STK_SOCK_EPOLL: the object attached to the fd */
 };
 

@@ -3,6 +3,7 @@
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_fab.h"
+#include "stack/stk_lazy.h"
 #include "stack/stk_log.h"
 #include "stack/stk_ready.h"
 #include "stack/stk_stream_proto.h"
@@ -14,7 +15,9 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/time.h>
 #include <time.h>
@@ -160,10 +163,12 @@ void stk_conn_destroy(struct stk_conn *conn)
 	pthread_mutex_unlock(&table_lock);
 	/* A delivery may have loaded the pointer just before: wait it out on every
 	 * endpoint (the connection may not have chosen one yet). */
-	if (conn->fab)
+	if (conn->fab) {
 		stk_fab_quiesce(conn->fab);
-	else
+		stk_fab_av_release(conn->fab, conn->peer_addr); /* taken for stk_conn_connect */
+	} else {
 		stk_fab_foreach_open(quiesce_one, NULL);
+	}
 	free_conn(conn);
 }
 
@@ -517,6 +522,16 @@ static int sigfd_watch(const sigset_t *caller_mask)
 	if (fd < 0)
 		return -1;
 	if (tls_sigfd < 0) {
+		/* It lives as long as the thread: keep it out of the low numbers the
+		 * app expects to get back (the lowest free one is POSIX's promise). */
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 128) {
+			int high = stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur / 2));
+			if (high >= 0) {
+				stk_sys.close(fd);
+				fd = high;
+			}
+		}
 		tls_sigfd = fd;
 		pthread_once(&sigfd_once, sigfd_init);
 		pthread_setspecific(sigfd_key, (void *)(intptr_t)(fd + 1));
@@ -567,13 +582,13 @@ static int deliver_signals(struct block_wait *bw)
 }
 
 static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int sigfd,
-		     const sigset_t *sleep_mask);
+		     const sigset_t *sleep_mask, bool (*until)(struct stk_conn *));
 
 /* Wait for events. 0: ready (or restarted after a signal: re-check), 1: a
  * handler with SA_RESTART ran (the caller returns what it already moved, else
  * re-checks), -EAGAIN: the socket's timeout expired, -EINTR. */
 static int block_wait(struct stk_conn *conn, short events, int timeo_opt,
-		      struct block_wait *bw)
+		      struct block_wait *bw, bool (*until)(struct stk_conn *))
 {
 	if (!bw->ready) {
 		bw->ready = true;
@@ -583,7 +598,7 @@ static int block_wait(struct stk_conn *conn, short events, int timeo_opt,
 	}
 	for (;;) {
 		const sigset_t *mask = bw->sigfd >= 0 ? NULL : stk_ready_sleep_mask(&bw->sigs, NULL);
-		int ev = wait_core(conn, events, bw->deadline, bw->sigfd, mask);
+		int ev = wait_core(conn, events, bw->deadline, bw->sigfd, mask, until);
 		if (ev > 0)
 			return 0;
 		if (ev == 0)
@@ -664,7 +679,7 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 			cpu_relax();
 			continue;
 		}
-		int w = block_wait(conn, POLLOUT, SO_SNDTIMEO, bw);
+		int w = block_wait(conn, POLLOUT, SO_SNDTIMEO, bw, NULL);
 		if (w < 0 || (w > 0 && sent))
 			return sent ? (ssize_t)sent : w;
 	}
@@ -727,7 +742,7 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 			return (ssize_t)got;
 		if (nonblock)
 			return got ? (ssize_t)got : -EAGAIN;
-		int w = block_wait(conn, POLLIN, SO_RCVTIMEO, bw);
+		int w = block_wait(conn, POLLIN, SO_RCVTIMEO, bw, NULL);
 		if (w < 0 || (w > 0 && got && !peek))
 			return got ? (ssize_t)got : w;
 	}
@@ -743,6 +758,17 @@ ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
 	ssize_t ret = recv_loop(conn, buf, len, flags, &bw);
 	stk_ready_restore_signals(&bw.sigs);
 	return ret;
+}
+
+int stk_conn_block_until(struct stk_conn *conn, bool (*until)(struct stk_conn *conn))
+{
+	struct block_wait bw = { .ready = false };
+	int w;
+	do
+		w = block_wait(conn, POLLIN, SO_RCVTIMEO, &bw, until);
+	while (w == 1);
+	stk_ready_restore_signals(&bw.sigs);
+	return w;
 }
 
 uint64_t stk_conn_generation(struct stk_conn *conn)
@@ -826,24 +852,30 @@ int stk_shutdown(struct stk_conn *conn, int how)
 	return post_control(conn, STK_MSG_FIN, false);
 }
 
+int stk_conn_handshake_step(struct stk_conn *conn, bool *posted)
+{
+	progress(conn);
+	pthread_mutex_lock(&conn->lock);
+	if (!*posted)
+		*posted = post_locked(conn, STK_MSG_CREDIT, 0, NULL, 0, false) == 0;
+	bool heard = conn->rx_seq > 0;
+	bool dead = conn->reset;
+	pthread_mutex_unlock(&conn->lock);
+	/* heard: the fabric works; a reset right behind the first message is
+	 * the app's business (it sees ECONNRESET on the fabric connection) */
+	if (heard && (*posted || dead))
+		return 1;
+	return dead ? -ECONNRESET : 0;
+}
+
 int stk_conn_handshake(struct stk_conn *conn, int timeout_ms)
 {
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	bool posted = false;
 	for (;;) {
-		progress(conn);
-		pthread_mutex_lock(&conn->lock);
-		if (!posted)
-			posted = post_locked(conn, STK_MSG_CREDIT, 0, NULL, 0, false) == 0;
-		bool heard = conn->rx_seq > 0;
-		bool dead = conn->reset;
-		pthread_mutex_unlock(&conn->lock);
-		/* heard: the fabric works; a reset right behind the first message is
-		 * the app's business (it sees ECONNRESET on the fabric connection) */
-		if (heard && (posted || dead))
-			return 0;
-		if (dead)
-			return -ECONNRESET;
+		int ret = stk_conn_handshake_step(conn, &posted);
+		if (ret)
+			return ret > 0 ? 0 : ret;
 		if (now_ns() > deadline)
 			return -ETIMEDOUT;
 		sleep_ns(posted ? SLEEP_MIN_NS : 1000);
@@ -858,6 +890,9 @@ int stk_conn_handshake(struct stk_conn *conn, int timeout_ms)
  * short grace to arrive, else the peer died: reset. */
 static void check_liveness(struct stk_conn *conn)
 {
+	/* While negotiating the kernel stream carries the negotiation (stk_lazy.c). */
+	if (__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_FABRIC)
+		return;
 	char byte;
 	ssize_t n = stk_sys.recv(conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -887,6 +922,8 @@ void stk_conn_check_liveness(struct stk_conn *conn)
 
 short stk_poll_events(struct stk_conn *conn)
 {
+	if (__builtin_expect(__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_FABRIC, 0))
+		return stk_lazy_events(conn);
 	progress(conn);
 	return stk_conn_events(conn);
 }
@@ -936,14 +973,14 @@ short stk_conn_events(struct stk_conn *conn)
 /* Returns the events, 0 at the deadline, -EINTR when the sleep was interrupted
  * by a signal (sleep_mask given) or sigfd (>= 0, also polled) became readable. */
 static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int sigfd,
-		     const sigset_t *sleep_mask)
+		     const sigset_t *sleep_mask, bool (*until)(struct stk_conn *))
 {
 	events |= POLLERR | POLLHUP;
 	uint64_t start = now_ns();
 	uint64_t spin_end = start + (uint64_t)stk_cfg.spin_us * 1000ull;
 	uint64_t backoff = SLEEP_MIN_NS;
 	for (;;) {
-		short ev = stk_poll_events(conn) & events;
+		short ev = until ? (until(conn) ? events : 0) : stk_poll_events(conn) & events;
 		if (ev)
 			return ev;
 		uint64_t now = now_ns();
@@ -953,9 +990,12 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 			cpu_relax();
 			continue;
 		}
-		struct pollfd pfd[3] = { { .fd = conn->fd, .events = POLLIN | POLLRDHUP } };
+		struct pollfd pfd[3] = { { .fd = __atomic_load_n(&conn->fd, __ATOMIC_ACQUIRE),
+					   .events = POLLIN | POLLRDHUP } };
 		nfds_t nfds = 1;
 		uint64_t sleep = deadline - now;
+		if (until && sleep > SLEEP_MAX_NS)
+			sleep = SLEEP_MAX_NS; /* the condition may change without an fd event */
 		struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
 		int wfd = fab ? stk_fab_wait_fd(fab) : -1;
 		if (wfd >= 0) {
@@ -983,8 +1023,10 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 		int n = stk_ready_sys_ppoll(pfd, nfds, &ts, sleep_mask);
 		if (n == -EINTR)
 			return -EINTR;
-		if (n > 0 && pfd[0].revents)
+		if (n > 0 && pfd[0].revents && !until)
 			check_liveness(conn);
+		if (n > 0 && pfd[0].revents && until)
+			backoff = SLEEP_MIN_NS; /* the negotiation moves: watch it closely */
 		if (n > 0 && sig_idx >= 0 && pfd[sig_idx].revents)
 			return -EINTR;
 	}
@@ -995,7 +1037,7 @@ short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms)
 	struct stk_ready_sigs sigs = { .blocked = false };
 	stk_ready_block_signals(&sigs);
 	int ret = wait_core(conn, events, stk_ready_deadline_ms(timeout_ms), -1,
-			    stk_ready_sleep_mask(&sigs, NULL));
+			    stk_ready_sleep_mask(&sigs, NULL), NULL);
 	stk_ready_restore_signals(&sigs);
 	return (short)ret;
 }

@@ -47,10 +47,24 @@ struct stk_fab;
 #define STK_URG_VALID 1     /* an urgent byte is pending, not taken by recv(MSG_OOB) */
 #define STK_URG_READ 2      /* it was taken; the mark stays until read past */
 
+/* Where a connection's bytes go (stk_lazy.h): FABRIC is 0 so that connections
+ * made by the blocking stk_accel_attach are on the fabric from creation. */
+enum stk_phase {
+	STK_PHASE_FABRIC = 0,   /* negotiated: data over the fabric */
+	STK_PHASE_PENDING = 1,  /* undecided: reads and writes settle first */
+	STK_PHASE_STRIP = 2,    /* kernel for writes; reads first remove late records */
+	STK_PHASE_KERNEL = 3,   /* kernel for everything: the conn is only a shell */
+};
+
+struct stk_lazy;
+
 struct stk_conn {
 	pthread_mutex_t lock;
+	int phase;                /* atomic: enum stk_phase */
+	struct stk_lazy *lazy;    /* negotiation state while not FABRIC (stk_lazy.c) */
 	/* set once at creation / negotiation, read-only afterwards */
-	int fd;                   /* the kernel connection: liveness channel */
+	int fd;                   /* the kernel connection: liveness channel (-1 once
+				   * settled on the kernel, stk_lazy.c) */
 	uint32_t slot;            /* ours: peers address us by it */
 	uint64_t local_id;        /* id peers put on messages to us */
 	struct stk_fab *fab;      /* NULL until the provider is chosen */
@@ -101,6 +115,12 @@ struct stk_conn {
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
 };
 
+/* The data path's test: true when the conn carries the app's bytes. */
+static inline bool stk_conn_on_fabric(const struct stk_conn *conn)
+{
+	return __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_FABRIC;
+}
+
 /* Create a connection in the table with a fresh random id and a receive ring of
  * window bytes. Messages for it are accepted from now on (before negotiation
  * ends). Returns 0 or -errno. */
@@ -113,6 +133,9 @@ void stk_conn_connect(struct stk_conn *conn, struct stk_fab *fab, fi_addr_t peer
  * connects) while both ends are known to drive progress, and proves the fabric
  * path works. 0, -ETIMEDOUT or -ECONNRESET. */
 int stk_conn_handshake(struct stk_conn *conn, int timeout_ms);
+/* One non-blocking step of it (*posted starts false): 1 done, 0 not yet,
+ * -ECONNRESET. */
+int stk_conn_handshake_step(struct stk_conn *conn, bool *posted);
 /* Remove from the table and free (no message sent; the kernel fd is not closed). */
 void stk_conn_destroy(struct stk_conn *conn);
 
@@ -135,6 +158,10 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len);
  * for a moment, so handlers run on this thread as with the kernel. */
 ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags);
 ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags);
+/* Block as a blocking recv on conn would (SO_RCVTIMEO, signals, SA_RESTART)
+ * until until(conn) is true (asked at least every millisecond). 0, -EAGAIN
+ * (the socket's timeout), -EINTR. */
+int stk_conn_block_until(struct stk_conn *conn, bool (*until)(struct stk_conn *conn));
 /* how: SHUT_RD, SHUT_WR, SHUT_RDWR. */
 int stk_shutdown(struct stk_conn *conn, int how);
 /* Graceful (FIN|CLOSE after the data, waits ≤ 1 s for it to leave) or abortive

@@ -1,14 +1,20 @@
 """Blocking TCP echo for the acceleration tests: the server returns sha256 of
 what it received followed by the bytes reversed; the client checks both.
-usage: echo.py server PORT BYTES [--banner] | echo.py client PORT BYTES [--banner]
---banner: the server speaks first (a server-speaks-first protocol)."""
+usage: echo.py server PORT BYTES [--banner] [--accept-delay=MS] | echo.py client PORT BYTES [--banner]
+--banner: the server speaks first (a server-speaks-first protocol).
+--accept-delay=MS: the server accepts that long after it printed "listening"."""
 import hashlib
 import os
 import socket
 import sys
+import time
 
 role, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 banner = "--banner" in sys.argv
+accept_delay = 0.0
+for arg in sys.argv:
+    if arg.startswith("--accept-delay="):
+        accept_delay = int(arg.split("=", 1)[1]) / 1000.0
 BANNER = b"220 fabsock echo ready\r\n"
 
 
@@ -28,6 +34,8 @@ if role == "server":
     lsock.bind(("127.0.0.1", port))
     lsock.listen()
     print("listening", flush=True)
+    if accept_delay:
+        time.sleep(accept_delay)
     conn, _ = lsock.accept()
     if banner:
         conn.sendall(BANNER)

@@ -1,7 +1,8 @@
 # tests/accel: TCP acceleration through the preload (FABSOCK_TCP_ACCEL=1).
-TESTS += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/many.sh tests/accel/many10k.sh
+TESTS += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/nego.sh tests/accel/many.sh \
+	tests/accel/many10k.sh
 EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py tests/accel/lib.sh \
-	tests/accel/many.sh tests/accel/many10k.sh
+	tests/accel/nego.sh tests/accel/nego.py tests/accel/many.sh tests/accel/many10k.sh
 
 # many: N concurrent connections through one epoll echo server, byte-checked.
 check_PROGRAMS += tests/accel/many

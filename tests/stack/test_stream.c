@@ -847,8 +847,8 @@ START_TEST(test_fallback_garbage)
 	pair_listen(&p, true);
 	pair_fork(&p, garbage_client, "shm");
 	int fd = server_accept(&p);
-	/* magic, version 1, HELLO, length 40 but a body that lies about counts */
-	uint8_t msg[40] = { 0x7f, 'f', 's', 'k', 'N', 'E', 'G', 'O', 1, 0, 1, 0, 40, 0, 0, 0 };
+	/* magic, our version, HELLO, length 40 but a body that lies about counts */
+	uint8_t msg[40] = { 0x7f, 'f', 's', 'k', 'N', 'E', 'G', 'O', STK_NEGO_VERSION, 0, 1, 0, 40, 0, 0, 0 };
 	memset(msg + 16, 0xff, sizeof(msg) - 16);
 	ck_assert_int_eq(send(fd, msg, sizeof(msg), 0), (ssize_t)sizeof(msg));
 	struct stk_nego_msg reply;

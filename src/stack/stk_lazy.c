@@ -1,0 +1,902 @@
+/* The lazy negotiation: state machine, app-side settling, negotiation thread.
+ * Contracts in stk_lazy.h, protocol in stk_nego.h. */
+#include "config.h"
+#include "stack/stk_lazy.h"
+#include "stack/stk_accel.h"
+#include "stack/stk_config.h"
+#include "stack/stk_conn.h"
+#include "stack/stk_counters.h"
+#include "stack/stk_epoll.h"
+#include "stack/stk_log.h"
+#include "stack/stk_nego.h"
+#include "stack/stk_ready.h"
+#include "stack/stk_stream.h"
+#include "stack/stk_sys.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HS_SPIN_NS 200000ull     /* handshake: spin this long for the peer's message */
+#define HS_POLL_NS 100000ull     /* handshake in progress: look again after 100 µs */
+#define BUSY_POLL_NS 1000000ull  /* a conn another thread drives: look again in 1 ms */
+#define SETTLE_SLICE_NS 1000000ull
+
+enum stage {
+	C_CONNECTING,   /* client: kernel connect in progress */
+	C_WAIT_HELLO,   /* client: connected, the server's first record decides */
+	C_WAIT_ACK,     /* client: REPLY sent, the server decides */
+	HANDSHAKE,      /* both: ACK sent/received, first fabric message each way */
+	S_WAIT_REPLY,   /* server: HELLO sent, the client's first record decides */
+	STRIP_HELLO,    /* client fell back by writing: remove a late HELLO (then CANCEL) */
+	STRIP_CANCEL,   /* client fell back after a HELLO: remove a CANCEL */
+	STRIP_REPLY,    /* server cancelled: remove a REPLY that crossed the CANCEL */
+	DONE,
+};
+
+struct stk_lazy {
+	pthread_mutex_t lock;     /* the driver's: held while advancing (never blocks) */
+	struct stk_conn *conn;
+	int app_fd;               /* the log; readiness once priv is released */
+	pid_t pid;                /* the process that created it */
+	bool client;
+	/* protected by lock */
+	enum stage stage;
+	bool addrs;               /* peer/local known */
+	struct sockaddr_storage peer, local;
+	struct stk_nego_msg hello;            /* server: what we offered */
+	struct stk_fab *fabs[STK_NEGO_PROV_MAX];
+	bool hs_posted;
+	uint64_t deadline;        /* C_WAIT_ACK and HANDSHAKE: give up after */
+	bool changed;             /* phase changed: tell the epoll layer (once) */
+	bool priv_lost;           /* the app closed our fd number behind our back */
+	bool held;                /* server: the client sent HOLD */
+	int app_waiting;          /* atomic: an app thread drives it now (the thread
+				   * keeps off: taking the records it waits for
+				   * would leave it asleep) */
+	/* protected by reg_lock */
+	bool listed;
+	struct stk_lazy *next;
+};
+
+static int providers_ready; /* atomic: this process opened its providers once */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int phase_of(enum stage st)
+{
+	switch (st) {
+	case STRIP_HELLO:
+	case STRIP_CANCEL:
+	case STRIP_REPLY:
+		return STK_PHASE_STRIP;
+	case DONE:
+		return STK_PHASE_KERNEL; /* FABRIC is set explicitly */
+	default:
+		return STK_PHASE_PENDING;
+	}
+}
+
+static void set_stage(struct stk_lazy *l, enum stage st)
+{
+	int old = __atomic_load_n(&l->conn->phase, __ATOMIC_RELAXED);
+	l->stage = st;
+	int phase = phase_of(st);
+	if (phase != old) {
+		__atomic_store_n(&l->conn->phase, phase, __ATOMIC_RELEASE);
+		l->changed = true;
+	}
+}
+
+static void to_fabric(struct stk_lazy *l)
+{
+	struct stk_conn *conn = l->conn;
+	l->stage = DONE;
+	stk_conn_count_accel(stk_fab_name(conn->fab));
+	pthread_mutex_lock(&conn->lock);
+	conn->generation++;
+	pthread_mutex_unlock(&conn->lock);
+	__atomic_store_n(&conn->phase, STK_PHASE_FABRIC, __ATOMIC_RELEASE);
+	l->changed = true;
+	FSK_DBG("fd %d: accelerated over %s (slot %u)", l->app_fd, stk_fab_name(conn->fab),
+		conn->slot);
+}
+
+static void to_kernel(struct stk_lazy *l)
+{
+	set_stage(l, DONE);
+}
+
+static bool get_addrs(struct stk_lazy *l)
+{
+	if (l->addrs)
+		return true;
+	socklen_t plen = sizeof(l->peer), llen = sizeof(l->local);
+	if (stk_sys.getpeername(l->conn->fd, (struct sockaddr *)&l->peer, &plen) != 0 ||
+	    stk_sys.getsockname(l->conn->fd, (struct sockaddr *)&l->local, &llen) != 0)
+		return false;
+	l->addrs = true;
+	return true;
+}
+
+/* A whole record of ours was decoded (maybe of another version or malformed
+ * but with a known length): take it off the stream. */
+static void consume(struct stk_lazy *l, int decoded, size_t len)
+{
+	if ((decoded == 0 || decoded == -EPROTONOSUPPORT || decoded == -EBADMSG) && len)
+		stk_nego_consume(l->conn->fd, len);
+}
+
+static void io_fallback(struct stk_lazy *l, int err)
+{
+	if (err == -EBADF || err == -ENOTSOCK)
+		l->priv_lost = true; /* the number may be the app's by now: never close it */
+	struct stk_attach_info info;
+	stk_conn_fall_back(&info, STK_C_FALLBACK_IO, l->app_fd,
+			   "kernel connection failed during the negotiation: %s",
+			   err == -ECONNRESET ? "end of stream" : strerror(-err));
+	to_kernel(l);
+}
+
+static void send_or_fail(struct stk_lazy *l, const struct stk_nego_msg *msg)
+{
+	int ret = stk_nego_send_now(l->conn->fd, msg);
+	if (ret)
+		FSK_DBG("fd %d: negotiation record not sent: %s", l->app_fd, strerror(-ret));
+}
+
+static void begin_handshake(struct stk_lazy *l)
+{
+	l->hs_posted = false;
+	l->deadline = now_ns() + (uint64_t)STK_NEGO_HANDSHAKE_MS * 1000000ull;
+	set_stage(l, HANDSHAKE);
+}
+
+/* Who drives a step. The thread never answers a HELLO: a client commits to the
+ * fabric only in a call of its app (a data call, poll/epoll, see stk_lazy.h), so
+ * that an app that never touches its socket through us (stdio's internal reads)
+ * is left on the kernel by the server's CANCEL. REFUSE: the app is about to use
+ * the socket through a path we cannot follow: answer with a REJECT. */
+enum driver { BY_THREAD, BY_APP, BY_REFUSE };
+
+/* C_WAIT_HELLO and our record (length len) is first: a CANCEL right behind it
+ * means the server already gave up on us: remove both. */
+static bool hello_cancelled(struct stk_lazy *l, size_t len)
+{
+	struct stk_nego_msg next;
+	size_t next_len = 0;
+	if (!len || stk_nego_peek_at(l->conn->fd, len, &next, &next_len) != 0 ||
+	    next.type != STK_NEGO_CANCEL)
+		return false;
+	stk_nego_consume(l->conn->fd, len);
+	stk_nego_consume(l->conn->fd, next_len);
+	stk_count_add(STK_C_NEGO_RECORDS_STRIPPED, 2);
+	if (get_addrs(l))
+		stk_nego_cache_put((struct sockaddr *)&l->peer, STK_PEER_CAPABLE);
+	struct stk_attach_info info;
+	stk_conn_fall_back(&info, STK_C_FALLBACK_TIMEOUT, l->app_fd,
+			   "the server's app wrote before our app touched the connection "
+			   "(server cancelled)");
+	to_kernel(l);
+	return true;
+}
+
+/* One step; returns true when the stage changed (call again). */
+static bool step(struct stk_lazy *l, enum driver by)
+{
+	struct stk_conn *conn = l->conn;
+	struct stk_attach_info info;
+	struct stk_nego_msg msg;
+	size_t len = 0;
+	int r;
+	switch (l->stage) {
+	case C_CONNECTING: {
+		struct pollfd pfd = { .fd = conn->fd, .events = POLLOUT };
+		if (stk_sys.poll(&pfd, 1, 0) <= 0)
+			return false;
+		if (pfd.revents & (POLLERR | POLLHUP)) {
+			/* the app reads the error itself (SO_ERROR, its next call) */
+			to_kernel(l);
+			return true;
+		}
+		if (!(pfd.revents & POLLOUT))
+			return false;
+		struct sockaddr_storage sa;
+		socklen_t salen = sizeof(sa);
+		int domain = stk_sys.getsockname(conn->fd, (struct sockaddr *)&sa, &salen) == 0
+				     ? sa.ss_family : AF_INET;
+		stk_nego_unmark(conn->fd, domain);
+		set_stage(l, C_WAIT_HELLO);
+		return true;
+	}
+	case C_WAIT_HELLO: {
+		r = stk_nego_peek(conn->fd, &msg, &len);
+		if (r == -EAGAIN)
+			return false;
+		if (r == -ECONNRESET || (r < 0 && r != -EPROTO && r != -EPROTONOSUPPORT &&
+					 r != -EBADMSG)) {
+			io_fallback(l, r);
+			return true;
+		}
+		if (r != -EPROTO) {
+			if (hello_cancelled(l, len))
+				return true;
+			if (by == BY_THREAD)
+				return false;
+		}
+		if (!get_addrs(l)) {
+			io_fallback(l, -errno);
+			return true;
+		}
+		if (r == 0 && msg.type == STK_NEGO_HELLO && by == BY_APP &&
+		    !__atomic_load_n(&providers_ready, __ATOMIC_ACQUIRE)) {
+			/* The first libfabsock peer of this process: opening the
+			 * providers loads libfabric (~0.2 s). Tell the server first, so
+			 * that a server that writes first waits for our REPLY. Opened
+			 * here, by the app, and not ahead in the thread: a process that
+			 * only meets plain peers never loads libfabric, and none exits
+			 * while a thread of ours is inside it. */
+			struct stk_nego_msg hold;
+			stk_conn_make_decision(&hold, STK_NEGO_REPLY, STK_NEGO_HOLD);
+			send_or_fail(l, &hold);
+			stk_conn_open_providers();
+			__atomic_store_n(&providers_ready, 1, __ATOMIC_RELEASE);
+		}
+		consume(l, r, len);
+		if (by == BY_REFUSE && r != -EPROTO) {
+			struct stk_nego_msg reject;
+			stk_conn_make_decision(&reject, STK_NEGO_REPLY, STK_NEGO_REJECT_LATE);
+			send_or_fail(l, &reject);
+			stk_nego_cache_put((struct sockaddr *)&l->peer, STK_PEER_CAPABLE);
+			stk_conn_fall_back(&info, STK_C_FALLBACK_STDIO, l->app_fd,
+					   "the app reads or writes the socket through stdio");
+			set_stage(l, STRIP_CANCEL);
+			return true;
+		}
+		struct stk_nego_msg reply;
+		int ret = stk_conn_answer_hello(conn, r, &msg, (struct sockaddr *)&l->peer,
+						(struct sockaddr *)&l->local, &reply, &info);
+		if (ret == 0) {
+			send_or_fail(l, &reply);
+			l->deadline = now_ns() + (uint64_t)STK_NEGO_REPLY_WAIT_MS * 1000000ull;
+			set_stage(l, C_WAIT_ACK);
+			return true;
+		}
+		if (reply.type)
+			send_or_fail(l, &reply);
+		/* our record: the server may still CANCEL (its app wrote first) */
+		set_stage(l, r == -EPROTO ? DONE : STRIP_CANCEL);
+		return true;
+	}
+	case C_WAIT_ACK:
+		r = stk_nego_peek(conn->fd, &msg, &len);
+		if (r == -EAGAIN) {
+			if (now_ns() < l->deadline)
+				return false;
+			/* A libfabsock server that answers nothing for 2 s (stopped):
+			 * its ACK or CANCEL is removed if it ever comes. */
+			stk_conn_fall_back(&info, STK_C_FALLBACK_TIMEOUT, l->app_fd,
+					   "no ACK from the server within %d ms",
+					   STK_NEGO_REPLY_WAIT_MS);
+			set_stage(l, STRIP_CANCEL);
+			return true;
+		}
+		consume(l, r, len);
+		if (r == 0 && msg.type == STK_NEGO_ACK) {
+			begin_handshake(l);
+			return true;
+		}
+		if (r == 0 && msg.type == STK_NEGO_CANCEL)
+			stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd,
+					   "the server cancelled (status %u)", msg.status);
+		else if (r == -ECONNRESET || (r < 0 && r != -EPROTO && r != -EBADMSG &&
+					      r != -EPROTONOSUPPORT))
+			stk_conn_fall_back(&info, STK_C_FALLBACK_IO, l->app_fd,
+					   "kernel connection failed waiting for the ACK");
+		else
+			stk_conn_fall_back(&info, STK_C_FALLBACK_GARBAGE, l->app_fd,
+					   "malformed ACK from the server");
+		to_kernel(l);
+		return true;
+	case HANDSHAKE: {
+		/* both ends are at it now: the peer's message is microseconds away,
+		 * a short spin saves a sleep (and a thread hop) per connection */
+		uint64_t spin_end = now_ns() + HS_SPIN_NS;
+		while ((r = stk_conn_handshake_step(conn, &l->hs_posted)) == 0 && now_ns() < spin_end)
+			stk_ready_cpu_relax();
+		if (r > 0) {
+			to_fabric(l);
+			return true;
+		}
+		if (r == 0 && now_ns() < l->deadline)
+			return false;
+		stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd,
+				   "%s: no fabric message from the peer within %d ms",
+				   stk_fab_name(conn->fab), STK_NEGO_HANDSHAKE_MS);
+		to_kernel(l);
+		return true;
+	}
+	case S_WAIT_REPLY: {
+		r = stk_nego_peek(conn->fd, &msg, &len);
+		if (r == -EAGAIN)
+			return false;
+		if (r == -ECONNRESET || (r < 0 && r != -EPROTO && r != -EPROTONOSUPPORT &&
+					 r != -EBADMSG)) {
+			io_fallback(l, r);
+			return true;
+		}
+		consume(l, r, len);
+		if (r == 0 && msg.type == STK_NEGO_REPLY && msg.status == STK_NEGO_HOLD) {
+			l->held = true; /* a real REPLY follows: a write waits longer */
+			return true;
+		}
+		if (by == BY_REFUSE && r != -EPROTO) {
+			struct stk_nego_msg cancel_msg;
+			stk_conn_make_decision(&cancel_msg, STK_NEGO_CANCEL, STK_NEGO_CANCEL_APP_WROTE);
+			if (r == 0 && msg.status == STK_NEGO_ACCEPT)
+				send_or_fail(l, &cancel_msg);
+			stk_conn_fall_back(&info, STK_C_FALLBACK_STDIO, l->app_fd,
+					   "the app reads or writes the socket through stdio");
+			to_kernel(l);
+			return true;
+		}
+		bool cancel;
+		int ret = stk_conn_take_reply(conn, r, &msg, &l->hello, l->fabs, &cancel, &info);
+		struct stk_nego_msg decision;
+		stk_conn_make_decision(&decision, ret ? STK_NEGO_CANCEL : STK_NEGO_ACK,
+				       ret ? STK_NEGO_CANCEL_UNUSABLE : STK_NEGO_ACCEPT);
+		if (ret == 0 || cancel)
+			send_or_fail(l, &decision);
+		if (ret == 0)
+			begin_handshake(l);
+		else
+			to_kernel(l);
+		return true;
+	}
+	case STRIP_HELLO:
+	case STRIP_CANCEL:
+	case STRIP_REPLY: {
+		r = stk_nego_peek(conn->fd, &msg, &len);
+		if (r == -EAGAIN)
+			return false;
+		uint16_t want = l->stage == STRIP_HELLO ? STK_NEGO_HELLO
+			      : l->stage == STRIP_CANCEL ? STK_NEGO_CANCEL : STK_NEGO_REPLY;
+		if ((r == 0 || r == -EPROTONOSUPPORT) && msg.type == want) {
+			stk_nego_consume(conn->fd, len);
+			stk_count(STK_C_NEGO_RECORDS_STRIPPED);
+			if (want == STK_NEGO_HELLO) {
+				/* the destination is libfabsock, only slow: wait longer next
+				 * time (P2) */
+				FSK_INFO("fd %d: removed a HELLO that arrived after the client "
+					 "fell back", l->app_fd);
+				if (get_addrs(l))
+					stk_nego_cache_put((struct sockaddr *)&l->peer,
+							   STK_PEER_CAPABLE);
+				set_stage(l, STRIP_CANCEL);
+				return true;
+			}
+		}
+		to_kernel(l);
+		return true;
+	}
+	case DONE:
+		return false;
+	}
+	return false;
+}
+
+static void advance(struct stk_lazy *l, enum driver by)
+{
+	/* A forked child cannot take a connection onto its parent's fabric
+	 * endpoint: what it inherited while negotiating goes to the kernel. */
+	if (by == BY_APP && getpid() != l->pid)
+		by = BY_REFUSE;
+	for (int i = 0; i < 16 && step(l, by); i++)
+		;
+}
+
+/* ---- registry and negotiation thread ---- */
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct stk_lazy *reg_head;   /* pending conns, protected by reg_lock */
+static int thread_epfd = -1;        /* protected by reg_lock */
+static pid_t thread_pid;            /* the process that owns the thread */
+
+/* Tell the epoll layer about a phase change (no lock of ours held but reg_lock). */
+static void notify(struct stk_lazy *l)
+{
+	if (!l->changed)
+		return;
+	l->changed = false;
+	stk_epoll_conn_changed(l->conn);
+}
+
+static bool settled(const struct stk_lazy *l)
+{
+	return l->stage == DONE;
+}
+
+/* Settled on the kernel and out of every epoll set of ours and of the thread's:
+ * the private duplicate would only keep the socket open behind the app's back
+ * (a close we do not see, such as stdio's fclose, must reach the peer). */
+static void release_priv(struct stk_lazy *l)
+{
+	if (__atomic_load_n(&l->conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_KERNEL)
+		return;
+	int fd = __atomic_exchange_n(&l->conn->fd, -1, __ATOMIC_ACQ_REL);
+	if (fd >= 0 && !l->priv_lost)
+		stk_sys.close(fd);
+}
+
+static void unlist_locked(struct stk_lazy *l)
+{
+	if (!l->listed)
+		return;
+	for (struct stk_lazy **p = &reg_head; *p; p = &(*p)->next)
+		if (*p == l) {
+			*p = l->next;
+			break;
+		}
+	l->listed = false;
+	if (thread_epfd >= 0 && l->conn->fd >= 0 && !l->priv_lost)
+		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, l->conn->fd, NULL);
+}
+
+static void *thread_main(void *arg)
+{
+	(void)arg;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL); /* the app's signals are not for us */
+	struct epoll_event evs[64];
+	int timeout_ms = -1;
+	uint64_t nap_ns = 0;
+	for (;;) {
+		pthread_mutex_lock(&reg_lock);
+		int epfd = thread_epfd;
+		pthread_mutex_unlock(&reg_lock);
+		if (nap_ns) {
+			struct timespec ts = { 0, (long)nap_ns };
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+		}
+		int n = stk_sys.epoll_wait(epfd, evs, 64, timeout_ms);
+		if (n < 0 && errno != EINTR) {
+			/* Our epoll fd was closed behind our back (closefrom in a daemon):
+			 * the next negotiation starts a new thread. */
+			pthread_mutex_lock(&reg_lock);
+			if (thread_epfd == epfd) {
+				thread_epfd = -1;
+				thread_pid = 0;
+			}
+			pthread_mutex_unlock(&reg_lock);
+			return NULL;
+		}
+		/* Every wake walks every pending conn: the set is small and the
+		 * registration edge-triggered, so nothing is ever missed. */
+		bool busy = false, hs = false;
+		pthread_mutex_lock(&reg_lock);
+		struct stk_lazy *next;
+		for (struct stk_lazy *l = reg_head; l; l = next) {
+			next = l->next;
+			if (__atomic_load_n(&l->app_waiting, __ATOMIC_ACQUIRE))
+				continue;
+			if (pthread_mutex_trylock(&l->lock) != 0) {
+				busy = true; /* an app thread drives it; look again soon */
+				continue;
+			}
+			advance(l, BY_THREAD);
+			bool done = settled(l);
+			hs |= l->stage == HANDSHAKE;
+			notify(l);
+			pthread_mutex_unlock(&l->lock);
+			if (done) {
+				unlist_locked(l);
+				release_priv(l);
+			}
+		}
+		pthread_mutex_unlock(&reg_lock);
+		nap_ns = 0;
+		timeout_ms = -1;
+		if (hs)
+			nap_ns = HS_POLL_NS, timeout_ms = 0;
+		else if (busy)
+			nap_ns = BUSY_POLL_NS, timeout_ms = 0;
+	}
+	return NULL;
+}
+
+/* reg_lock held. The thread of this process, created on first need (again in a
+ * forked child: threads do not survive fork, and the parent's epoll set is
+ * shared with it). */
+static int ensure_thread_locked(void)
+{
+	pid_t pid = getpid();
+	if (thread_epfd >= 0 && thread_pid == pid) {
+		/* EINVAL (itself) when it is open, EBADF when the app closed it */
+		if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, thread_epfd, NULL) < 0 &&
+		    errno == EBADF)
+			thread_epfd = -1; /* closed behind our back; its thread ends */
+		else
+			return 0;
+	}
+	if (thread_epfd >= 0)
+		stk_sys.close(thread_epfd); /* the parent's, inherited */
+	thread_epfd = stk_sys.epoll_create1(EPOLL_CLOEXEC);
+	if (thread_epfd < 0)
+		return -errno;
+	for (struct stk_lazy *l = reg_head; l; l = l->next) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+					  .data.ptr = l };
+		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_ADD, l->conn->fd, &ev);
+	}
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_t tid;
+	int ret = pthread_create(&tid, &attr, thread_main, NULL);
+	pthread_attr_destroy(&attr);
+	if (ret) {
+		stk_sys.close(thread_epfd);
+		thread_epfd = -1;
+		return -ret;
+	}
+	thread_pid = pid;
+	return 0;
+}
+
+static void enlist(struct stk_lazy *l)
+{
+	pthread_mutex_lock(&reg_lock);
+	int ret = ensure_thread_locked();
+	if (ret == 0) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+					  .data.ptr = l };
+		ret = stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_ADD, l->conn->fd, &ev) ? -errno : 0;
+	}
+	if (ret == 0) {
+		l->next = reg_head;
+		reg_head = l;
+		l->listed = true;
+	} else {
+		/* No background progress: app calls still complete the negotiation. */
+		static int warned;
+		if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+			FSK_WARN("no negotiation thread (%s): negotiations progress only in "
+				 "app calls", strerror(-ret));
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
+static void unlist(struct stk_lazy *l)
+{
+	pthread_mutex_lock(&reg_lock);
+	unlist_locked(l);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* ---- creation ---- */
+
+static int create(int priv, int app_fd, bool client, enum stage st, struct stk_conn **out)
+{
+	struct stk_lazy *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	struct stk_conn *conn;
+	int ret = stk_conn_create(priv, stk_conn_window(), &conn);
+	if (ret) {
+		free(l);
+		return ret;
+	}
+	pthread_mutex_init(&l->lock, NULL);
+	l->conn = conn;
+	l->app_fd = app_fd;
+	l->pid = getpid();
+	l->client = client;
+	l->stage = st;
+	conn->lazy = l;
+	conn->phase = STK_PHASE_PENDING;
+	*out = conn;
+	return 0;
+}
+
+int stk_lazy_client(int priv, int app_fd, bool connecting, struct stk_conn **out)
+{
+	int ret = create(priv, app_fd, true, connecting ? C_CONNECTING : C_WAIT_HELLO, out);
+	if (ret)
+		return ret;
+	struct stk_lazy *l = (*out)->lazy;
+	if (!connecting) {
+		struct sockaddr_storage sa;
+		socklen_t salen = sizeof(sa);
+		if (stk_sys.getsockname(priv, (struct sockaddr *)&sa, &salen) == 0)
+			stk_nego_unmark(priv, sa.ss_family);
+	}
+	enlist(l);
+	return 0;
+}
+
+static void destroy(struct stk_conn *conn)
+{
+	struct stk_lazy *l = conn->lazy;
+	conn->lazy = NULL;
+	stk_conn_destroy(conn);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+}
+
+int stk_lazy_server(int priv, int app_fd, struct stk_conn **out)
+{
+	struct stk_attach_info info;
+	int marked = stk_nego_syn_marked(priv);
+	if (marked <= 0)
+		return stk_conn_fall_back(&info, STK_C_FALLBACK_PLAIN_PEER, app_fd,
+					  marked < 0 ? "cannot read the saved SYN: %s"
+						     : "the client's SYN was not marked%s (plain client)",
+					  marked < 0 ? strerror(-marked) : "");
+	int ret = create(priv, app_fd, false, S_WAIT_REPLY, out);
+	if (ret)
+		return ret;
+	struct stk_lazy *l = (*out)->lazy;
+	if (!get_addrs(l)) {
+		ret = -errno;
+		destroy(*out);
+		return ret;
+	}
+	stk_conn_build_hello(l->conn, (struct sockaddr *)&l->local, &l->hello, l->fabs);
+	ret = stk_nego_send_now(priv, &l->hello);
+	if (ret) {
+		destroy(*out);
+		return ret;
+	}
+	enlist(l);
+	return 0;
+}
+
+void stk_lazy_forget(struct stk_conn *conn)
+{
+	struct stk_lazy *l = conn->lazy;
+	if (!l)
+		return;
+	unlist(l);
+	if (l->priv_lost)
+		conn->fd = -1; /* not ours any more: the close must not touch it */
+	/* an app thread may still be settling on another fd of the same socket:
+	 * the app's race, as with the kernel; wait for its step at least */
+	pthread_mutex_lock(&l->lock);
+	pthread_mutex_unlock(&l->lock);
+	pthread_mutex_destroy(&l->lock);
+	conn->lazy = NULL;
+	free(l);
+}
+
+/* ---- app side ---- */
+
+/* How long a write waits for the peer's first record (P3). */
+static uint64_t write_wait_ns(struct stk_lazy *l)
+{
+	unsigned ms = stk_cfg.nego_wait_ms;
+	if (l->held)
+		return (uint64_t)STK_NEGO_REPLY_WAIT_MS * 1000000ull;
+	if (l->client && get_addrs(l)) {
+		enum stk_nego_peer known = stk_nego_cache_get((struct sockaddr *)&l->peer);
+		if (known == STK_PEER_PLAIN)
+			ms = 0;
+		else if (known == STK_PEER_CAPABLE)
+			ms = STK_NEGO_WAIT_CAPABLE_MS;
+	}
+	return (uint64_t)ms * 1000000ull;
+}
+
+/* The write's wait is over and the peer's first record has not come. */
+static void give_up_for_write(struct stk_lazy *l)
+{
+	struct stk_attach_info info;
+	if (l->stage == C_WAIT_HELLO) {
+		bool cached_plain = false;
+		if (get_addrs(l)) {
+			cached_plain = stk_nego_cache_get((struct sockaddr *)&l->peer) == STK_PEER_PLAIN;
+			stk_nego_cache_put((struct sockaddr *)&l->peer, STK_PEER_PLAIN);
+		}
+		if (cached_plain)
+			stk_conn_fall_back(&info, STK_C_FALLBACK_PLAIN_PEER, l->app_fd,
+					   "destination cached as not libfabsock");
+		else
+			stk_conn_fall_back(&info, STK_C_FALLBACK_TIMEOUT, l->app_fd,
+					   "no HELLO from the server within %u ms before the app's "
+					   "first write (plain server?)", stk_cfg.nego_wait_ms);
+		set_stage(l, STRIP_HELLO);
+	} else if (l->stage == S_WAIT_REPLY) {
+		struct stk_nego_msg cancel;
+		stk_conn_make_decision(&cancel, STK_NEGO_CANCEL, STK_NEGO_CANCEL_APP_WROTE);
+		send_or_fail(l, &cancel);
+		stk_conn_fall_back(&info, STK_C_FALLBACK_TIMEOUT, l->app_fd,
+				   "no REPLY from the client within %u ms before the app's first "
+				   "write", stk_cfg.nego_wait_ms);
+		set_stage(l, STRIP_REPLY);
+	}
+}
+
+/* A blocking read's condition: the negotiation decided (advanced here too). */
+static bool read_decided(struct stk_conn *conn)
+{
+	struct stk_lazy *l = conn->lazy;
+	pthread_mutex_lock(&l->lock);
+	advance(l, BY_APP);
+	bool done = settled(l);
+	notify(l);
+	pthread_mutex_unlock(&l->lock);
+	if (done) {
+		unlist(l);
+		release_priv(l);
+	}
+	int phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+	return phase == STK_PHASE_FABRIC || phase == STK_PHASE_KERNEL;
+}
+
+static int settle(struct stk_conn *conn, bool for_write, bool nonblock);
+
+int stk_lazy_settle(struct stk_conn *conn, bool for_write, bool nonblock)
+{
+	struct stk_lazy *l = conn->lazy;
+	if (!l)
+		return __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+	__atomic_fetch_add(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+	int ret = settle(conn, for_write, nonblock);
+	__atomic_fetch_sub(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+	return ret;
+}
+
+static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
+{
+	if (!for_write && !nonblock && conn->lazy) {
+		/* as long as a blocking read of the kernel would wait, with its
+		 * timeout and signals */
+		int w = stk_conn_block_until(conn, read_decided);
+		return w < 0 ? w : __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+	}
+	struct stk_lazy *l = conn->lazy;
+	uint64_t start = 0, deadline = 0;
+	for (;;) {
+		int phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+		if (!l || phase == STK_PHASE_FABRIC || phase == STK_PHASE_KERNEL)
+			return phase;
+		pthread_mutex_lock(&l->lock);
+		advance(l, BY_APP);
+		if (for_write && !start && (l->stage == C_WAIT_HELLO || l->stage == S_WAIT_REPLY))
+			start = now_ns();
+		if (start)
+			deadline = start + write_wait_ns(l); /* longer once the client said HOLD */
+		if (for_write && deadline && now_ns() >= deadline)
+			give_up_for_write(l);
+		enum stage st = l->stage;
+		bool done = settled(l);
+		notify(l);
+		pthread_mutex_unlock(&l->lock);
+		if (done) {
+			unlist(l);
+			release_priv(l);
+		}
+		phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+		if (phase == STK_PHASE_FABRIC || phase == STK_PHASE_KERNEL)
+			return phase;
+		if (phase == STK_PHASE_STRIP && for_write)
+			return phase;
+		if (nonblock && !(for_write && st != C_CONNECTING))
+			return -EAGAIN;
+		/* Wait for the peer's bytes (or the connect), in slices: the thread may
+		 * take them first, and a handshake makes no kernel event. */
+		uint64_t slice = st == HANDSHAKE ? HS_POLL_NS : SETTLE_SLICE_NS;
+		uint64_t now = now_ns();
+		if (deadline && deadline - now < slice && deadline > now)
+			slice = deadline - now;
+		struct pollfd pfd = { .fd = conn->fd,
+				      .events = POLLIN | POLLRDHUP |
+						(st == C_CONNECTING ? POLLOUT : 0) };
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)slice };
+		stk_ready_sys_ppoll(&pfd, 1, &ts, NULL); /* EINTR: the handler ran; go on */
+	}
+}
+
+static void refuse(struct stk_lazy *l);
+
+void stk_lazy_refuse(struct stk_conn *conn)
+{
+	struct stk_lazy *l = conn->lazy;
+	if (!l)
+		return;
+	__atomic_fetch_add(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+	refuse(l);
+	__atomic_fetch_sub(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+}
+
+static void refuse(struct stk_lazy *l)
+{
+	struct stk_conn *conn = l->conn;
+	uint64_t start = 0, deadline = 0;
+	for (;;) {
+		pthread_mutex_lock(&l->lock);
+		advance(l, BY_REFUSE);
+		bool first = l->stage == C_WAIT_HELLO || l->stage == S_WAIT_REPLY;
+		if (first && !start)
+			start = now_ns();
+		if (start)
+			deadline = start + write_wait_ns(l);
+		if (first && now_ns() >= deadline) {
+			give_up_for_write(l);
+			advance(l, BY_REFUSE); /* a late record already there goes now */
+		}
+		enum stage st = l->stage;
+		bool done = settled(l);
+		notify(l);
+		pthread_mutex_unlock(&l->lock);
+		if (done) {
+			unlist(l);
+			release_priv(l);
+		}
+		/* Settled, or on the way to the kernel with nothing there yet (a late
+		 * record is removed by the thread when it comes), or negotiating
+		 * with a server that decides (it may still choose the fabric). */
+		if (done || phase_of(st) == STK_PHASE_STRIP || st == C_CONNECTING)
+			return;
+		struct pollfd pfd = { .fd = conn->fd, .events = POLLIN | POLLRDHUP };
+		struct timespec ts = { 0, (long)(st == HANDSHAKE ? HS_POLL_NS : SETTLE_SLICE_NS) };
+		stk_ready_sys_ppoll(&pfd, 1, &ts, NULL);
+	}
+}
+
+short stk_lazy_events(struct stk_conn *conn)
+{
+	/* An app waiting for its socket is an app touching it: a client answers the
+	 * HELLO here (one step: the phase stays PENDING unless it settles on the
+	 * kernel, which the readiness layers see by themselves), and a handshake
+	 * the peer finished is finished here too (no sleep, no spin). */
+	struct stk_lazy *l = conn->lazy;
+	if (l && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_PENDING &&
+	    pthread_mutex_trylock(&l->lock) == 0) {
+		if (l->stage == C_WAIT_HELLO && l->client) {
+			step(l, BY_APP);
+		} else if (l->stage == HANDSHAKE &&
+			   stk_conn_handshake_step(conn, &l->hs_posted) > 0) {
+			/* the peer already sends: its bytes are readable now, as on
+			 * the kernel once its write returned (the thread tells the
+			 * other waiters at its next pass) */
+			to_fabric(l);
+		}
+		pthread_mutex_unlock(&l->lock);
+		if (__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_FABRIC)
+			return stk_poll_events(conn);
+	}
+	/* settled on the kernel, private fd released: a call that found the conn
+	 * before that asks the kernel about the app's fd */
+	int fd = __atomic_load_n(&conn->fd, __ATOMIC_ACQUIRE);
+	if (fd < 0)
+		fd = l ? l->app_fd : -1;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLOUT | POLLRDHUP };
+	if (fd < 0 || stk_sys.poll(&pfd, 1, 0) <= 0)
+		return 0;
+	short k = pfd.revents;
+	int phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+	if (phase == STK_PHASE_KERNEL)
+		return k;
+	if (phase == STK_PHASE_FABRIC)
+		return stk_poll_events(conn);
+	/* Negotiation bytes are not readable; an end of stream or an error is (the
+	 * read settles on the kernel and reports it). */
+	short ev = (short)(k & (POLLOUT | POLLERR | POLLHUP | POLLRDHUP));
+	if (k & (POLLERR | POLLHUP | POLLRDHUP))
+		ev |= POLLIN;
+	return ev;
+}
