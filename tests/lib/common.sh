@@ -117,6 +117,26 @@ fsk_assert_loaded() {
 		}
 }
 
+# fsk_counter LOGFILE NAME: the value of libfabsock's counter NAME as dumped
+# at exit with FABSOCK_LOG=info (the last dump in LOGFILE), 0 when absent.
+fsk_counter() {
+	v=$(grep -a "^fabsock\[[0-9]*\]: info: counter $2 = " "$1" 2>/dev/null | tail -n 1 |
+		sed 's/.* = //')
+	echo "${v:-0}"
+}
+
+# fsk_assert_accel LOGFILE WHAT N PROV: the process logging to LOGFILE
+# accelerated at least N connections, over provider PROV (shm, tcp).
+fsk_assert_accel() {
+	a=$(fsk_counter "$1" accelerated)
+	p=$(fsk_counter "$1" "conn_accel_$4")
+	[ "$a" -ge "$3" ] && [ "$p" -ge "$3" ] ||
+		{
+			grep -a 'stays on the kernel\|counter fallback' "$1" | grep -v ' = 0$'
+			fsk_fail "$2: $a connection(s) accelerated ($p over $4), want at least $3"
+		}
+}
+
 # fsk_asan_runtime: print the ASan runtime libfabsock.so links with (a
 # sanitizer build), nothing otherwise. Read from the library itself rather
 # than trusting FSK_SANITIZERS.
