@@ -1,11 +1,15 @@
 #!/bin/sh
 # Kernel TCP vs libfabsock-accelerated TCP (FABSOCK_TCP_ACCEL=1) with sockperf,
 # in the same run: ping-pong 64 B one-way latency (median, p99) and throughput
-# (64 B message rate, 16 KiB bandwidth). Rounds alternate the paths so the
-# machine's load hits all alike; the table reports medians over rounds.
+# (64 B message rate, 16 KiB bandwidth); then, when redis is installed,
+# redis-benchmark GET with 50 connections (requests/s, and how many of the
+# benchmark's connections were accelerated: the rest fell back, reason shown).
+# Rounds alternate the paths so the machine's load hits all alike; the tables
+# report medians over rounds.
 #
 # usage: bench/accel.sh [BUILDDIR]   environment: ROUNDS (default 3), SECS (3),
-#        PROVIDERS (space list, default "shm tcp")
+#        PROVIDERS (space list, default "shm tcp"), REDIS_N (GET requests per
+#        run, default 100000; 0 skips redis)
 set -u
 b=$(cd "${1:-${top_builddir:-build}}" && pwd) || exit 2
 launcher="$b/tools/fabsock"
@@ -55,6 +59,31 @@ run() {
 	echo "$path $mode ${v1:-fail} ${v2:-fail}" >>"$tmp/results"
 }
 
+# redis PATH: redis-server and redis-benchmark GET -c 50 on PATH; appends
+# "PATH rps accelerated connections fallback-reason" to $tmp/redis.
+redis() {
+	path=$1
+	p=$(port)
+	wrap=""
+	[ "$path" = kernel ] ||
+		wrap="env FABSOCK_TCP_ACCEL=1 FABSOCK_PROVIDERS=$path FABSOCK_NEGO_WAIT_MS=200 FABSOCK_LOG=info $launcher --"
+	$wrap timeout 120 redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
+		--daemonize no --logfile /dev/null >/dev/null 2>&1 &
+	spid=$!
+	sleep 1
+	$wrap timeout 100 redis-benchmark -p "$p" -c 50 -n "$redis_n" -t get -q \
+		>"$tmp/rb.out" 2>"$tmp/rb.log"
+	kill "$spid" 2>/dev/null
+	wait "$spid" 2>/dev/null
+	rps=$(tr '\r' '\n' <"$tmp/rb.out" | sed -n 's/^GET: \([0-9.]*\) requests per second.*/\1/p' | tail -n 1)
+	acc=$(grep -a "info: counter accelerated = " "$tmp/rb.log" | sed 's/.* = //')
+	conns=$(grep -a "info: counter accel_requested = " "$tmp/rb.log" | sed 's/.* = //')
+	why=$(grep -a -o 'stays on the kernel: [^(]*' "$tmp/rb.log" | head -n 1 | sed 's/stays on the kernel: //; s/ *$//; s/ /_/g')
+	echo "$path ${rps:-fail} ${acc:-0} ${conns:-0} ${why:--}" >>"$tmp/redis"
+}
+
+redis_n=${REDIS_N:-100000}
+command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || redis_n=0
 r=1
 while [ $r -le "$rounds" ]; do
 	for mode in pp tp64 tp16k; do
@@ -62,6 +91,11 @@ while [ $r -le "$rounds" ]; do
 			run "$path" "$mode"
 		done
 	done
+	if [ "$redis_n" -gt 0 ]; then
+		for path in kernel $providers; do
+			redis "$path"
+		done
+	fi
 	r=$((r + 1))
 done
 
@@ -90,3 +124,28 @@ END {
 	}
 	for (p in bad) printf "%s: %d run(s) fell back to the kernel or failed (not counted)\n", p, bad[p]
 }' "$tmp/results"
+
+[ -s "$tmp/redis" ] || exit 0
+echo
+awk -v rounds="$rounds" '
+function median(list,   a, n, i, j, t) {
+	n = split(list, a, " ")
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+		if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+$2 == "fail" { bad[$1]++; next }
+{ v[$1] = v[$1] " " $2; acc[$1] = $3; conns[$1] = $4; why[$1] = $5
+  if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
+END {
+	printf "redis-benchmark GET, 50 connections, %d rounds, medians over rounds\n", rounds
+	printf "%-8s %14s %10s   %s\n", "path", "requests/s", "x kernel", "benchmark connections accelerated"
+	k = median(v["kernel"])
+	for (i = 1; i <= n; i++) {
+		p = order[i]
+		note = p == "kernel" ? "-" : acc[p] "/" conns[p]
+		if (p != "kernel" && acc[p] < conns[p]) note = note " (others: " why[p] ")"
+		printf "%-8s %14.0f %10.2f   %s\n", p, median(v[p]), median(v[p]) / (k ? k : 1), note
+	}
+	for (p in bad) printf "%s: %d redis run(s) failed (not counted)\n", p, bad[p]
+}' "$tmp/redis"
