@@ -11,11 +11,29 @@ uint64_t stk_counters[STK_C_COUNT];
 static const char *const counter_names[STK_C_COUNT] = { STK_COUNTER_LIST(STK_COUNTER_NAME) };
 #undef STK_COUNTER_NAME
 
+static stk_counters_live_fn *live_fn; /* atomic */
+
+void stk_counters_set_live(stk_counters_live_fn *fn)
+{
+	__atomic_store_n(&live_fn, fn, __ATOMIC_RELEASE);
+}
+
+static void snapshot(uint64_t out[STK_C_COUNT])
+{
+	for (int i = 0; i < STK_C_COUNT; i++)
+		out[i] = __atomic_load_n(&stk_counters[i], __ATOMIC_RELAXED);
+	stk_counters_live_fn *fn = __atomic_load_n(&live_fn, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn(out);
+}
+
 int stk_counter_get(const char *name, uint64_t *value)
 {
 	for (int i = 0; i < STK_C_COUNT; i++) {
 		if (strcmp(counter_names[i], name) == 0) {
-			*value = __atomic_load_n(&stk_counters[i], __ATOMIC_RELAXED);
+			uint64_t all[STK_C_COUNT];
+			snapshot(all);
+			*value = all[i];
 			return 0;
 		}
 	}
@@ -24,8 +42,10 @@ int stk_counter_get(const char *name, uint64_t *value)
 
 void stk_counters_log(void)
 {
+	uint64_t all[STK_C_COUNT];
+	snapshot(all);
 	for (int i = 0; i < STK_C_COUNT; i++) {
-		uint64_t v = __atomic_load_n(&stk_counters[i], __ATOMIC_RELAXED);
+		uint64_t v = all[i];
 		if (v)
 			FSK_INFO("counter %s = %" PRIu64, counter_names[i], v);
 	}

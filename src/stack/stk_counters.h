@@ -32,12 +32,12 @@
 	  "late negotiation records removed from a stream that went to the kernel") \
 	X(FALLBACK_NO_FD, "fallback_no_fd", "kernel: no free fd for the liveness channel") \
 	X(CONN_RESETS, "conn_resets", "accelerated connections reset (RST, peer death, protocol)") \
-	X(BYTES_TX_SHM, "bytes_tx_shm", "payload bytes sent over shm (folded in at close)") \
-	X(BYTES_RX_SHM, "bytes_rx_shm", "payload bytes received over shm (folded in at close)") \
-	X(BYTES_TX_TCP, "bytes_tx_tcp", "payload bytes sent over tcp (folded in at close)") \
-	X(BYTES_RX_TCP, "bytes_rx_tcp", "payload bytes received over tcp (folded in at close)") \
-	X(MSGS_TX, "msgs_tx", "fabric messages sent (folded in at close)") \
-	X(MSGS_RX, "msgs_rx", "fabric messages received (folded in at close)")
+	X(BYTES_TX_SHM, "bytes_tx_shm", "payload bytes sent over shm") \
+	X(BYTES_RX_SHM, "bytes_rx_shm", "payload bytes received over shm") \
+	X(BYTES_TX_TCP, "bytes_tx_tcp", "payload bytes sent over tcp") \
+	X(BYTES_RX_TCP, "bytes_rx_tcp", "payload bytes received over tcp") \
+	X(MSGS_TX, "msgs_tx", "fabric messages sent") \
+	X(MSGS_RX, "msgs_rx", "fabric messages received")
 
 #define STK_COUNTER_ENUM(id, name, help) STK_C_##id,
 enum stk_counter { STK_COUNTER_LIST(STK_COUNTER_ENUM) STK_C_COUNT };
@@ -50,14 +50,21 @@ static inline void stk_count(enum stk_counter c)
 	__atomic_fetch_add(&stk_counters[c], 1, __ATOMIC_RELAXED);
 }
 
-/* Value of the counter called name; -1 if there is none. */
 static inline void stk_count_add(enum stk_counter c, uint64_t n)
 {
 	__atomic_fetch_add(&stk_counters[c], n, __ATOMIC_RELAXED);
 }
 
+/* Adds to out[] what live objects hold but have not folded into stk_counters
+ * yet (the stream's per-connection byte and message counts, folded at close):
+ * readers of the counters then account for every byte even while connections
+ * are open, or when the process exits without closing them. */
+typedef void stk_counters_live_fn(uint64_t out[STK_C_COUNT]);
+void stk_counters_set_live(stk_counters_live_fn *fn);
+
+/* Value of the counter called name (live objects included); -1 if there is none. */
 int stk_counter_get(const char *name, uint64_t *value);
-/* One info line per non-zero counter. */
+/* One info line per non-zero counter (live objects included). */
 void stk_counters_log(void);
 
 #endif

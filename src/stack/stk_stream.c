@@ -35,10 +35,12 @@
 static struct stk_conn *conn_table[STK_CONN_MAX];
 
 static void drain_all_at_exit(void);
+static void live_stats(uint64_t out[STK_C_COUNT]);
 
 static void register_exit_drain(void)
 {
 	atexit(drain_all_at_exit);
+	stk_counters_set_live(live_stats);
 }
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t table_hint; /* protected by table_lock */
@@ -129,18 +131,49 @@ void stk_conn_connect(struct stk_conn *conn, struct stk_fab *fab, fi_addr_t peer
 	pthread_mutex_unlock(&conn->lock);
 }
 
+/* Adds conn's statistics to out (the process counters, or a snapshot). */
+static void add_stats(const struct stk_conn *conn, uint64_t out[STK_C_COUNT])
+{
+	const struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
+	const char *name = fab ? stk_fab_name(fab) : "";
+	uint64_t tx = __atomic_load_n(&conn->bytes_tx, __ATOMIC_RELAXED);
+	uint64_t rx = __atomic_load_n(&conn->bytes_rx, __ATOMIC_RELAXED);
+	if (strcmp(name, "shm") == 0) {
+		out[STK_C_BYTES_TX_SHM] += tx;
+		out[STK_C_BYTES_RX_SHM] += rx;
+	} else if (strcmp(name, "tcp") == 0) {
+		out[STK_C_BYTES_TX_TCP] += tx;
+		out[STK_C_BYTES_RX_TCP] += rx;
+	}
+	out[STK_C_MSGS_TX] += __atomic_load_n(&conn->msgs_tx, __ATOMIC_RELAXED);
+	out[STK_C_MSGS_RX] += __atomic_load_n(&conn->msgs_rx, __ATOMIC_RELAXED);
+}
+
+/* Connections still in the table have not folded their statistics yet. */
+static void live_stats(uint64_t out[STK_C_COUNT])
+{
+	pthread_mutex_lock(&table_lock);
+	for (uint32_t i = 0; i < STK_CONN_MAX; i++) {
+		struct stk_conn *conn = __atomic_load_n(&conn_table[i], __ATOMIC_ACQUIRE);
+		if (conn)
+			add_stats(conn, out);
+	}
+	pthread_mutex_unlock(&table_lock);
+}
+
+/* At close (conn->lock held): move the statistics into the process counters
+ * under table_lock, so that a snapshot counts them live or folded, never twice
+ * (lock order: conn->lock, then table_lock; live_stats takes no conn lock). */
 static void fold_stats(struct stk_conn *conn)
 {
-	const char *name = conn->fab ? stk_fab_name(conn->fab) : "";
-	if (strcmp(name, "shm") == 0) {
-		stk_count_add(STK_C_BYTES_TX_SHM, conn->bytes_tx);
-		stk_count_add(STK_C_BYTES_RX_SHM, conn->bytes_rx);
-	} else if (strcmp(name, "tcp") == 0) {
-		stk_count_add(STK_C_BYTES_TX_TCP, conn->bytes_tx);
-		stk_count_add(STK_C_BYTES_RX_TCP, conn->bytes_rx);
-	}
-	stk_count_add(STK_C_MSGS_TX, conn->msgs_tx);
-	stk_count_add(STK_C_MSGS_RX, conn->msgs_rx);
+	uint64_t add[STK_C_COUNT] = { 0 };
+	pthread_mutex_lock(&table_lock);
+	add_stats(conn, add);
+	for (int i = 0; i < STK_C_COUNT; i++)
+		if (add[i])
+			stk_count_add((enum stk_counter)i, add[i]);
+	conn->bytes_tx = conn->bytes_rx = conn->msgs_tx = conn->msgs_rx = 0;
+	pthread_mutex_unlock(&table_lock);
 }
 
 static void free_conn(struct stk_conn *conn)
