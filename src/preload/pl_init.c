@@ -3,6 +3,7 @@
 #include "preload/pl_fdtab.h"
 #include "preload/pl_guard.h"
 #include "preload/pl_real.h"
+#include "stack/stk_accel.h"
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_hooks.h"
@@ -49,6 +50,7 @@ static void install_sys(void)
 		.epoll_create1 = pl_real.epoll_create1,
 		.epoll_ctl = pl_real.epoll_ctl,
 		.epoll_wait = pl_real.epoll_wait,
+		.ioctl = pl_real.ioctl,
 	};
 	stk_sys_install(&real);
 }
@@ -68,7 +70,7 @@ static void guard_leave(void)
 static struct stk_conn *ready_lookup(int fd)
 {
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	return sock ? sock->conn : NULL;
+	return sock ? stk_accel_conn(sock) : NULL;
 }
 
 static const char *env_lookup(const char *name)
@@ -93,6 +95,8 @@ static void init_once_body(void)
 	}
 	if (ok && stk_cfg.enabled) {
 		pthread_atfork(pl_fdtab_lock, pl_fdtab_unlock, pl_fdtab_unlock);
+		pthread_atfork(stk_migrate_atfork_prepare, stk_migrate_atfork_parent,
+			       stk_migrate_atfork_child);
 		FSK_INFO("libfabsock %s active: %zu rules, default %s, providers %s, profile %s, "
 			 "spin %u us, fd table %d",
 			 PACKAGE_VERSION, stk_cfg.rules.count,
@@ -139,7 +143,7 @@ FSK_API int fsk_active(void)
 FSK_API int fsk_fd_accelerated(int fd)
 {
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	return sock && sock->conn;
+	return sock && sock->conn && !__atomic_load_n(&sock->conn->migrated, __ATOMIC_ACQUIRE);
 }
 
 FSK_API int fsk_counter(const char *name, unsigned long long *value)

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/sendfile.h>
 
 extern void __chk_fail(void) __attribute__((noreturn));
@@ -47,7 +48,7 @@ static inline struct stk_sock *rx_sock(int fd)
 	struct stk_sock *sock = pl_tracked(fd);
 	if (__builtin_expect(sock == NULL, 1))
 		return NULL;
-	if (sock->conn)
+	if (stk_accel_conn(sock))
 		return sock;
 	if (sock->strip_pending)
 		strip_late_hello(sock, fd);
@@ -60,7 +61,7 @@ static inline struct stk_sock *tx_sock(int fd)
 	struct stk_sock *sock = pl_tracked(fd);
 	if (__builtin_expect(sock == NULL, 1))
 		return NULL;
-	if (sock->conn)
+	if (stk_accel_conn(sock))
 		return sock;
 	if (sock->strip_pending && !sock->app_wrote) {
 		int saved_errno = errno;
@@ -218,6 +219,38 @@ PL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	return PL_REAL(writev)(fd, iov, iovcnt);
 }
 
+/* SCM_RIGHTS: an accelerated socket handed to another process (or back to us
+ * under another number) must be a kernel socket that carries its stream. The
+ * connections move before the real sendmsg; the check costs nothing when the
+ * message has no control data or nothing is accelerated. */
+static void pass_rights(const struct msghdr *msg)
+{
+	if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr) ||
+	    !pl_enabled || __atomic_load_n(&stk_accel_live, __ATOMIC_RELAXED) == 0 ||
+	    pl_guarded())
+		return;
+	int saved_errno = errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)msg); c;
+	     c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < nfd; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+			struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
+			if (!sock || !sock->conn ||
+			    __atomic_load_n(&sock->conn->migrated, __ATOMIC_ACQUIRE))
+				continue;
+			pl_enter();
+			stk_accel_migrate(&sock, 1, STK_MIGRATE_REASON_PASS);
+			pl_leave();
+		}
+	}
+	errno = saved_errno;
+}
+
 /* sendto/sendmsg/sendmmsg also decide udp_sender for undecided sockets. */
 PL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			 __CONST_SOCKADDR_ARG addr, socklen_t alen)
@@ -237,6 +270,7 @@ PL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 						   flags), flags);
 	if (msg)
 		pl_decide_sender(fd, msg->msg_name, msg->msg_namelen);
+	pass_rights(msg);
 	return PL_REAL(sendmsg)(fd, msg, flags);
 }
 
@@ -246,6 +280,8 @@ PL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags
 	if (!sock) {
 		if (vec && vlen > 0)
 			pl_decide_sender(fd, vec[0].msg_hdr.msg_name, vec[0].msg_hdr.msg_namelen);
+		for (unsigned int i = 0; vec && i < vlen; i++)
+			pass_rights(&vec[i].msg_hdr);
 		return PL_REAL(sendmmsg)(fd, vec, vlen, flags);
 	}
 	unsigned int done = 0;
@@ -281,7 +317,7 @@ PL_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t coun
 PL_EXPORT int shutdown(int fd, int how)
 {
 	struct stk_sock *sock = pl_tracked(fd);
-	if (sock && sock->conn)
+	if (sock && stk_accel_conn(sock))
 		return (int)pl_ret(stk_accel_shutdown(sock, how));
 	return PL_REAL(shutdown)(fd, how);
 }

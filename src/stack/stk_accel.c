@@ -272,3 +272,28 @@ void stk_accel_close(struct stk_sock *sock)
 	sock->conn = NULL;
 	__atomic_fetch_sub(&stk_accel_live, 1, __ATOMIC_RELAXED);
 }
+
+unsigned stk_accel_migrate(struct stk_sock **socks, size_t n, enum stk_migrate_reason why)
+{
+	struct stk_conn *small[16];
+	struct stk_conn **conns = n <= 16 ? small : calloc(n, sizeof(*conns));
+	if (!conns)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		conns[i] = socks[i] ? socks[i]->conn : NULL;
+	unsigned late = stk_migrate_conns(conns, n, why);
+	for (size_t i = 0; why != STK_MIGRATE_REASON_FORK && i < n; i++) {
+		struct stk_conn *conn = socks[i] ? socks[i]->conn : NULL;
+		size_t left = conn ? stk_leftover_count(conn->left) : 0;
+		if (left == 0)
+			continue;
+		/* The other image / process reads the kernel socket only. */
+		stk_count_add(STK_C_MIGRATE_LEFTOVER_LOST, left);
+		FSK_WARN("fd %d: %zu byte(s) received before the %s and not read yet stay in "
+			 "this process (readable through its fd only)", conn->fd, left,
+			 why == STK_MIGRATE_REASON_EXEC ? "exec" : "fd passing");
+	}
+	if (conns != small)
+		free(conns);
+	return late;
+}

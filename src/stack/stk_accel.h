@@ -20,7 +20,9 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "stack/stk_migrate.h"
 #include "stack/stk_sock.h"
+#include "stack/stk_stream.h"
 
 /* Accelerated connections and epoll objects alive in the process: while both
  * are 0, poll/select/epoll need nothing from the stack (one relaxed load). */
@@ -53,6 +55,23 @@ void stk_accel_strip_late_hello(struct stk_sock *sock, int fd);
  * (or its process exits), losing the data still in its send buffer. Sets
  * sock->app_wrote. */
 void stk_accel_first_write(struct stk_sock *sock, int fd);
+
+/* The connection the data calls and poll must go through, or NULL when the
+ * socket is (again) a plain kernel socket: never accelerated, or migrated with
+ * no leftover bytes (stk_migrate.h). One load more than sock->conn. */
+static inline struct stk_conn *stk_accel_conn(const struct stk_sock *sock)
+{
+	struct stk_conn *conn = sock->conn;
+	if (conn && __atomic_load_n(&conn->kernel_only, __ATOMIC_RELAXED))
+		return NULL;
+	return conn;
+}
+
+/* Migrate the accelerated connections of socks (n entries, NULL skipped) to
+ * their kernel socket (stk_migrate.h) and return how many peers did not
+ * answer. For exec and fd passing, unread bytes that stay behind in this
+ * process are counted and logged. */
+unsigned stk_accel_migrate(struct stk_sock **socks, size_t n, enum stk_migrate_reason why);
 
 /* Data calls on an accelerated socket (sock->conn != NULL). */
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);

@@ -599,3 +599,57 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 	stk_ready_restore_signals(&sigs);
 	return ret;
 }
+
+/* ---- fork ---- */
+
+void stk_epoll_atfork_prepare(void)
+{
+	pthread_mutex_lock(&registry_lock);
+	for (struct stk_epoll *ep = registry; ep; ep = ep->next)
+		pthread_mutex_lock(&ep->lock);
+}
+
+void stk_epoll_atfork_parent(void)
+{
+	for (struct stk_epoll *ep = registry; ep; ep = ep->next)
+		pthread_mutex_unlock(&ep->lock);
+	pthread_mutex_unlock(&registry_lock);
+}
+
+/* Fill a fresh P for ep (the items' connections no longer have a fabric here). */
+static void refill_priv(struct stk_epoll *ep)
+{
+	if (ep->priv < 0)
+		return;
+	sys_ctl(ep->priv, EPOLL_CTL_ADD, ep->epfd, EPOLLIN, TAG_APP);
+	for (unsigned i = 0; i < ep->n; i++) {
+		struct ep_item *it = &ep->items[i];
+		it->fab_known = false;
+		if (it->conn && it->live_fd >= 0) {
+			int ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, it->live_fd,
+					  EPOLLIN | EPOLLRDHUP | EPOLLET, (uintptr_t)it->conn);
+			if (ret && ret != -EEXIST)
+				it->live_fd = -1;
+		} else if (it->inner && it->inner->priv >= 0) {
+			sys_ctl(ep->priv, EPOLL_CTL_ADD, it->inner->priv, EPOLLIN | EPOLLET,
+				(uintptr_t)it->inner | 1u);
+		}
+	}
+}
+
+void stk_epoll_atfork_child(void)
+{
+	/* P is shared with the parent after fork: changing it would change the
+	 * parent's. Each set gets its own, first all of them (nesting refers to
+	 * inner sets' P), then their contents. */
+	for (struct stk_epoll *ep = registry; ep; ep = ep->next) {
+		stk_sys.close(ep->priv);
+		ep->priv = stk_sys.epoll_create1(EPOLL_CLOEXEC);
+		ep->fabs.n = 0;
+	}
+	for (struct stk_epoll *ep = registry; ep; ep = ep->next) {
+		refill_priv(ep);
+		pthread_mutex_init(&ep->lock, NULL);
+	}
+	pthread_mutex_init(&registry_lock, NULL);
+}

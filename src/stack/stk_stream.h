@@ -74,6 +74,17 @@ struct stk_conn {
 	bool reset_reported;      /* ECONNRESET returned once already */
 	uint64_t generation;      /* +1 per delivered message or state change (EPOLLET) */
 
+	/* migration to the kernel connection (stk_migrate.h); protected by lock */
+	bool mig_tx;              /* our MIGRATE is sent: we write on the kernel */
+	bool mig_rx;              /* the peer's MIGRATE arrived (or will never come):
+				   * no more fabric data; after the ring, the kernel */
+	bool mig_reply;           /* the peer asked: send our MIGRATE (pending) */
+	bool migrated;            /* atomic: both done, ring moved to left; no
+				   * fabric state is used any more */
+	bool kernel_only;         /* atomic: migrated and left is empty: a plain
+				   * kernel socket (the preload bypasses the stack) */
+	struct stk_leftover *left; /* unread bytes at migration (shared at fork) */
+
 	/* statistics, folded into the process counters at close; protected by lock */
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
 };
@@ -134,5 +145,26 @@ void stk_conn_check_liveness(struct stk_conn *conn);
 uint64_t stk_conn_generation(struct stk_conn *conn);
 /* Bytes readable now (FIONREAD). */
 size_t stk_conn_readable(struct stk_conn *conn);
+
+/* ---- migration hooks (stk_migrate.c drives them; contracts in stk_migrate.h) ---- */
+/* Send our MIGRATE now if not sent yet (bounded wait for provider room).
+ * Returns true when the connection needs the peer's answer (mig_rx not set). */
+bool stk_conn_migrate_begin(struct stk_conn *conn);
+/* When mig_tx && mig_rx (or give_up: the peer's MIGRATE is assumed): move the
+ * ring to a leftover and mark migrated. Returns 1 when migrated (now or before),
+ * 0 when still waiting for the peer, -1 when migrated by giving up. */
+int stk_conn_migrate_finish(struct stk_conn *conn, bool give_up);
+/* Drive progress on the connection's fabric (no-op once migrated). */
+void stk_conn_progress(struct stk_conn *conn);
+/* Hold the connection table: no connection is created or freed meanwhile
+ * (bounded use: fork preparation). stk_conn_at(slot) reads a slot. */
+void stk_conn_table_hold(void);
+void stk_conn_table_release(void);
+struct stk_conn *stk_conn_at(uint32_t slot);
+/* fork support: lock the table and every connection (prepare), unlock (parent),
+ * or re-initialise the locks and forget the parent's fabric state (child). */
+void stk_conn_atfork_prepare(void);
+void stk_conn_atfork_parent(void);
+void stk_conn_atfork_child(void);
 
 #endif

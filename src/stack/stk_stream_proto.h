@@ -11,6 +11,10 @@ enum {
 	STK_MSG_FIN = 1u << 2,    /* no more data from the sender (after this message) */
 	STK_MSG_CLOSE = 1u << 3,  /* the sender closed: it will read nothing more */
 	STK_MSG_RST = 1u << 4,    /* abortive close: discard everything, ECONNRESET */
+	/* The sender's last fabric message on this connection: from now on it
+	 * writes on the kernel connection, and reads it after our MIGRATE (see
+	 * stk_migrate.h). Sent also when credit is zero (it carries no data). */
+	STK_MSG_MIGRATE = 1u << 5,
 };
 
 struct stk_msg_hdr {
