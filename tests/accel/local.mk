@@ -1,3 +1,4 @@
 # tests/accel: TCP acceleration through the preload (FABSOCK_TCP_ACCEL=1).
-TESTS += tests/accel/echo.sh tests/accel/fallback.sh
-EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py tests/accel/lib.sh
+TESTS += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/fork.sh
+EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py tests/accel/lib.sh \
+	tests/accel/fork.sh tests/accel/fork.py
