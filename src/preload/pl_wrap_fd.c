@@ -18,6 +18,7 @@ PL_EXPORT int close(int fd)
 		struct stk_sock *sock = pl_fdtab_take(&pl_fdtab, fd);
 		if (sock) {
 			pl_enter();
+			stk_accel_strip_now(sock, fd);
 			stk_sock_unref(sock); /* the last reference ends the connection */
 			pl_leave();
 		}

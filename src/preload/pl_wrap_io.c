@@ -226,8 +226,7 @@ PL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 static void pass_rights(const struct msghdr *msg)
 {
 	if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr) ||
-	    !pl_enabled || __atomic_load_n(&stk_accel_live, __ATOMIC_RELAXED) == 0 ||
-	    pl_guarded())
+	    !pl_enabled || pl_guarded())
 		return;
 	int saved_errno = errno;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)msg); c;
@@ -240,6 +239,11 @@ static void pass_rights(const struct msghdr *msg)
 			int fd;
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
 			struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
+			if (sock && sock->strip_pending) {
+				pl_enter();
+				stk_accel_strip_now(sock, fd);
+				pl_leave();
+			}
 			if (!sock || !sock->conn ||
 			    __atomic_load_n(&sock->conn->migrated, __ATOMIC_ACQUIRE))
 				continue;

@@ -45,18 +45,24 @@ static void migrate_all(void)
 /* Before an exec: the connections whose fds the new image inherits. */
 static void migrate_inherited(void)
 {
-	if (!any_accel() || pl_guarded())
-		return;
+	if (!pl_enabled || pl_guarded())
+		return; /* fallback sockets may need a late HELLO removed: no shortcut */
 	int saved_errno = errno;
 	size_t n = 0, cap = 0;
 	struct stk_sock **socks = NULL;
 	for (int fd = 0; fd < pl_fdtab.size; fd++) {
 		struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-		if (!needs_migration(sock))
+		if (!sock || (!needs_migration(sock) && !sock->strip_pending))
 			continue;
 		int fl = PL_REAL(fcntl)(fd, F_GETFD);
 		if (fl < 0 || (fl & FD_CLOEXEC))
 			continue;
+		if (sock->strip_pending) {
+			pl_enter();
+			stk_accel_strip_now(sock, fd);
+			pl_leave();
+			continue;
+		}
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
 			struct stk_sock **more = realloc(socks, ncap * sizeof(*socks));

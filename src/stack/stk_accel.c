@@ -126,6 +126,16 @@ void stk_accel_strip_late_hello(struct stk_sock *sock, int fd)
 		sock->strip_pending = false;
 }
 
+void stk_accel_strip_now(struct stk_sock *sock, int fd)
+{
+	if (!sock->strip_pending)
+		return;
+	/* app_wrote: no REJECT now (the server decided long ago, or reads the
+	 * app's bytes as the answer) */
+	if (stk_nego_strip_late_hello(fd, true) != -EAGAIN)
+		sock->strip_pending = false;
+}
+
 void stk_accel_first_write(struct stk_sock *sock, int fd)
 {
 	if (stk_nego_strip_late_hello(fd, true) != -EAGAIN)

@@ -73,6 +73,12 @@ static inline struct stk_conn *stk_accel_conn(const struct stk_sock *sock)
  * process are counted and logged. */
 unsigned stk_accel_migrate(struct stk_sock **socks, size_t n, enum stk_migrate_reason why);
 
+/* The socket leaves this process's control (exec, fd passing, last close)
+ * while a late HELLO may still sit at the start of its stream: remove it now if
+ * it is there (never waits; the next owner would read it, or the kernel would
+ * reset the connection at close because of the unread bytes). */
+void stk_accel_strip_now(struct stk_sock *sock, int fd);
+
 /* Data calls on an accelerated socket (sock->conn != NULL). */
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
 ssize_t stk_accel_recvv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
