@@ -3,6 +3,7 @@
 #include "preload/pl_fdtab.h"
 #include "preload/pl_guard.h"
 #include "preload/pl_real.h"
+#include "preload/pl_wrap.h"
 #include "stack/stk_accel.h"
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
@@ -104,6 +105,7 @@ static void init_once_body(void)
 			 stk_cfg.providers, stk_profile_name(stk_cfg.profile), stk_cfg.spin_us,
 			 pl_fdtab.size);
 		__atomic_store_n(&pl_enabled, true, __ATOMIC_RELEASE);
+		pl_adopt_inherited();
 	} else if (ok) {
 		FSK_INFO("libfabsock %s loaded but disabled (FABSOCK_DISABLE=1)", PACKAGE_VERSION);
 	}

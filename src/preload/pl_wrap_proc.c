@@ -17,7 +17,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* Anything accelerated alive in this process (one relaxed load otherwise). */
@@ -42,17 +44,48 @@ static void migrate_all(void)
 	errno = saved_errno;
 }
 
-/* Before an exec: the connections whose fds the new image inherits. */
-static void migrate_inherited(void)
+/* Unread bytes of migrated connections handed down to the exec'd image: for
+ * each inherited fd with a leftover, a duplicate of its memfd without
+ * close-on-exec, named in FABSOCK_INHERIT=<fd>:<memfd>,... (read and removed by
+ * the new image's libfabsock, pl_adopt_inherited). */
+#define INHERIT_VAR "FABSOCK_INHERIT"
+#define INHERIT_MAX 64
+struct inherit {
+	int nfds;
+	int fds[INHERIT_MAX];      /* memfd duplicates to close if the exec fails */
+	char entry[INHERIT_MAX * 24 + sizeof(INHERIT_VAR) + 2]; /* "VAR=a:b,c:d" */
+	char **envp;               /* envp with the entry (malloc), or NULL */
+	char *saved;               /* environ variant: the previous value (strdup) */
+	bool set;                  /* environ variant: setenv done */
+};
+
+static void inherit_add(struct inherit *in, int fd, int memfd)
+{
+	if (memfd < 0 || in->nfds == INHERIT_MAX)
+		return;
+	int dup = PL_REAL(fcntl)(memfd, F_DUPFD, 0);
+	if (dup < 0)
+		return;
+	size_t len = strlen(in->entry);
+	if (len == 0)
+		len = (size_t)snprintf(in->entry, sizeof(in->entry), "%s=", INHERIT_VAR);
+	snprintf(in->entry + len, sizeof(in->entry) - len, "%s%d:%d",
+		 in->nfds ? "," : "", fd, dup);
+	in->fds[in->nfds++] = dup;
+}
+
+/* Before an exec: move the connections whose fds the new image inherits. */
+static void migrate_inherited(struct inherit *in)
 {
 	if (!pl_enabled || pl_guarded())
 		return; /* fallback sockets may need a late HELLO removed: no shortcut */
 	int saved_errno = errno;
 	size_t n = 0, cap = 0;
 	struct stk_sock **socks = NULL;
+	int *fds = NULL;
 	for (int fd = 0; fd < pl_fdtab.size; fd++) {
 		struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-		if (!sock || (!needs_migration(sock) && !sock->strip_pending))
+		if (!sock || (!sock->conn && !sock->strip_pending))
 			continue;
 		int fl = PL_REAL(fcntl)(fd, F_GETFD);
 		if (fl < 0 || (fl & FD_CLOEXEC))
@@ -66,19 +99,73 @@ static void migrate_inherited(void)
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
 			struct stk_sock **more = realloc(socks, ncap * sizeof(*socks));
-			if (!more)
+			int *morefd = more ? realloc(fds, ncap * sizeof(*fds)) : NULL;
+			if (more)
+				socks = more;
+			if (!morefd)
 				break;
-			socks = more;
+			fds = morefd;
 			cap = ncap;
 		}
+		fds[n] = fd;
 		socks[n++] = sock; /* the fd keeps it alive: we are about to exec */
 	}
 	if (n) {
 		pl_enter();
 		stk_accel_migrate(socks, n, STK_MIGRATE_REASON_EXEC);
+		for (size_t i = 0; in && i < n; i++)
+			inherit_add(in, fds[i], stk_accel_leftover_fd(socks[i]));
 		pl_leave();
 	}
 	free(socks);
+	free(fds);
+	errno = saved_errno;
+}
+
+/* envp plus our entry (an inherited FABSOCK_INHERIT is replaced). */
+static char *const *inherit_envp(struct inherit *in, char *const envp[])
+{
+	if (in->nfds == 0 || !envp)
+		return envp;
+	size_t n = 0;
+	while (envp[n])
+		n++;
+	in->envp = malloc((n + 2) * sizeof(char *));
+	if (!in->envp)
+		return envp;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], INHERIT_VAR "=", sizeof(INHERIT_VAR)) != 0)
+			in->envp[k++] = envp[i];
+	in->envp[k++] = in->entry;
+	in->envp[k] = NULL;
+	return in->envp;
+}
+
+/* The same in environ, for the variants that use it. */
+static void inherit_environ(struct inherit *in)
+{
+	if (in->nfds == 0)
+		return;
+	const char *old = getenv(INHERIT_VAR);
+	in->saved = old ? strdup(old) : NULL;
+	in->set = setenv(INHERIT_VAR, in->entry + sizeof(INHERIT_VAR), 1) == 0;
+}
+
+/* The exec failed (or posix_spawn returned): undo. */
+static void inherit_undo(struct inherit *in)
+{
+	int saved_errno = errno;
+	for (int i = 0; i < in->nfds; i++)
+		PL_REAL(close)(in->fds[i]);
+	free(in->envp);
+	if (in->set) {
+		if (in->saved)
+			setenv(INHERIT_VAR, in->saved, 1);
+		else
+			unsetenv(INHERIT_VAR);
+	}
+	free(in->saved);
 	errno = saved_errno;
 }
 
@@ -94,41 +181,54 @@ PL_EXPORT int daemon(int nochdir, int noclose)
 	return PL_REAL(daemon)(nochdir, noclose);
 }
 
+#define EXEC_ENVP(call_real) \
+	do { \
+		struct inherit in = { .nfds = 0 }; \
+		migrate_inherited(&in); \
+		char *const *env = inherit_envp(&in, envp); \
+		int ret = call_real; \
+		inherit_undo(&in); \
+		return ret; \
+	} while (0)
+#define EXEC_ENVIRON(call_real) \
+	do { \
+		struct inherit in = { .nfds = 0 }; \
+		migrate_inherited(&in); \
+		inherit_environ(&in); \
+		int ret = call_real; \
+		inherit_undo(&in); \
+		return ret; \
+	} while (0)
+
 PL_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	migrate_inherited();
-	return PL_REAL(execve)(path, argv, envp);
+	EXEC_ENVP(PL_REAL(execve)(path, argv, env));
 }
 
 PL_EXPORT int execv(const char *path, char *const argv[])
 {
-	migrate_inherited();
-	return PL_REAL(execv)(path, argv);
+	EXEC_ENVIRON(PL_REAL(execv)(path, argv));
 }
 
 PL_EXPORT int execvp(const char *file, char *const argv[])
 {
-	migrate_inherited();
-	return PL_REAL(execvp)(file, argv);
+	EXEC_ENVIRON(PL_REAL(execvp)(file, argv));
 }
 
 PL_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	migrate_inherited();
-	return PL_REAL(execvpe)(file, argv, envp);
+	EXEC_ENVP(PL_REAL(execvpe)(file, argv, env));
 }
 
 PL_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	migrate_inherited();
-	return PL_REAL(fexecve)(fd, argv, envp);
+	EXEC_ENVP(PL_REAL(fexecve)(fd, argv, env));
 }
 
 PL_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
 		       int flags)
 {
-	migrate_inherited();
-	return PL_REAL(execveat)(dirfd, path, argv, envp, flags);
+	EXEC_ENVP(PL_REAL(execveat)(dirfd, path, argv, env, flags));
 }
 
 /* execl, execlp, execle: the list becomes a vector (glibc does the same on its
@@ -183,15 +283,13 @@ PL_EXPORT int execle(const char *path, const char *arg, ...)
 PL_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
 			  const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	migrate_inherited();
-	return PL_REAL(posix_spawn)(pid, path, actions, attr, argv, envp);
+	EXEC_ENVP(PL_REAL(posix_spawn)(pid, path, actions, attr, argv, env));
 }
 
 PL_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
 			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	migrate_inherited();
-	return PL_REAL(posix_spawnp)(pid, file, actions, attr, argv, envp);
+	EXEC_ENVP(PL_REAL(posix_spawnp)(pid, file, actions, attr, argv, env));
 }
 
 /* The spawned child will get fd (even a close-on-exec one) as newfd: the
@@ -208,4 +306,26 @@ PL_EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *actio
 		errno = saved_errno;
 	}
 	return PL_REAL(posix_spawn_file_actions_adddup2)(actions, fd, newfd);
+}
+
+void pl_adopt_inherited(void)
+{
+	const char *spec = getenv(INHERIT_VAR);
+	if (!spec)
+		return;
+	char *copy = strdup(spec);
+	unsetenv(INHERIT_VAR); /* for this image only */
+	for (char *save = NULL, *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		int fd, memfd;
+		char tail;
+		if (sscanf(tok, "%d:%d%c", &fd, &memfd, &tail) != 2 || fd < 0 || memfd < 0)
+			continue;
+		struct stk_sock *sock = stk_accel_adopt(fd, memfd);
+		if (sock) {
+			pl_fdtab_set(&pl_fdtab, fd, sock);
+			stk_sock_unref(sock); /* the table holds it */
+		}
+	}
+	free(copy);
 }

@@ -79,6 +79,16 @@ unsigned stk_accel_migrate(struct stk_sock **socks, size_t n, enum stk_migrate_r
  * reset the connection at close because of the unread bytes). */
 void stk_accel_strip_now(struct stk_sock *sock, int fd);
 
+/* exec hand-down of unread bytes: the memfd holding the leftover of sock's
+ * migrated connection when bytes remain (close-on-exec; the caller passes a
+ * duplicate), else -1. */
+int stk_accel_leftover_fd(struct stk_sock *sock);
+/* In the new image: fd is an inherited kernel TCP socket whose connection was
+ * migrated with unread bytes in memfd (both named in FABSOCK_INHERIT). Returns
+ * a socket object whose connection serves those bytes before the kernel's, or
+ * NULL (memfd is then not one of ours; bytes lost, logged). Takes memfd. */
+struct stk_sock *stk_accel_adopt(int fd, int memfd);
+
 /* Data calls on an accelerated socket (sock->conn != NULL). */
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
 ssize_t stk_accel_recvv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);

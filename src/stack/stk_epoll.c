@@ -23,6 +23,7 @@
 /* event bits an item can report (the rest are flags) */
 #define EVENT_BITS (EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM | \
 		    EPOLLWRBAND | EPOLLMSG | EPOLLRDHUP)
+#define LIVE_EVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) /* liveness fds in P */
 #define HARVEST_MAX 64
 #define LIVENESS_EVERY 32u
 
@@ -200,9 +201,12 @@ static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *con
 		if (conn) {
 			int lf = stk_ready_ops.liveness_fd(conn);
 			if (lf >= 0) {
-				/* edge-triggered: a socket at EOF must not wake every sleep */
-				ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, lf,
-					      EPOLLIN | EPOLLRDHUP | EPOLLET, (uintptr_t)conn);
+				/* edge-triggered: a socket at EOF must not wake every sleep;
+				 * OUT: after a migration to the kernel (stk_migrate.h) the
+				 * socket's send buffer may fill and drain (before, nothing
+				 * is written to it: one edge at most) */
+				ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, lf, LIVE_EVENTS,
+					      (uintptr_t)conn);
 				if (ret == -EEXIST) /* the same connection under another fd */
 					ret = 0;
 				if (ret)
@@ -626,8 +630,8 @@ static void refill_priv(struct stk_epoll *ep)
 		struct ep_item *it = &ep->items[i];
 		it->fab_known = false;
 		if (it->conn && it->live_fd >= 0) {
-			int ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, it->live_fd,
-					  EPOLLIN | EPOLLRDHUP | EPOLLET, (uintptr_t)it->conn);
+			int ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, it->live_fd, LIVE_EVENTS,
+					  (uintptr_t)it->conn);
 			if (ret && ret != -EEXIST)
 				it->live_fd = -1;
 		} else if (it->inner && it->inner->priv >= 0) {

@@ -26,9 +26,10 @@
  * Limits: a peer that does not drive progress (not in a libfabsock call that
  * reads, polls or waits) within STK_MIGRATE_WAIT_MS cannot answer: the migration
  * completes without its MIGRATE and fabric bytes it sends before it notices are
- * lost (counted in migrate_timeout, logged). Leftover bytes cannot cross an
- * exec or an SCM_RIGHTS transfer (they stay in this process's memory): counted
- * in migrate_leftover_lost. */
+ * lost (counted in migrate_timeout, logged). Leftover bytes cross an exec when
+ * the new image runs libfabsock (the memfd and the fd are named in
+ * FABSOCK_INHERIT, see stk_accel_adopt); not an SCM_RIGHTS transfer (they
+ * stay readable through the sender's fd): counted in migrate_leftover_lost. */
 #ifndef STK_MIGRATE_H
 #define STK_MIGRATE_H
 
@@ -51,9 +52,13 @@ enum stk_migrate_reason {
 /* ---- leftover: unread bytes at migration, shareable across fork ---- */
 struct stk_leftover;
 /* A copy of count bytes of ring (size bytes, first at head). NULL when count
- * is 0. Shared memory when possible, else private (logged). */
+ * is 0. Shared memory when possible (a memfd, returned in *fd_out, close-on-
+ * exec, or -1 when anonymous), else private (logged). */
 struct stk_leftover *stk_leftover_new(const uint8_t *ring, size_t size, size_t head,
-				      size_t count);
+				      size_t count, int *fd_out);
+/* Map the leftover of a memfd handed down through an exec (stk_accel_adopt);
+ * NULL when it is not one. The caller may close memfd afterwards. */
+struct stk_leftover *stk_leftover_open(int memfd);
 /* Take (or peek) up to len bytes; returns how many. */
 size_t stk_leftover_take(struct stk_leftover *left, void *dst, size_t len, bool peek);
 size_t stk_leftover_count(struct stk_leftover *left);

@@ -99,6 +99,7 @@ int stk_conn_create(int fd, size_t window, struct stk_conn **out)
 	}
 	conn->ring_size = window;
 	conn->fd = fd;
+	conn->left_fd = -1;
 	pthread_mutex_init(&conn->lock, NULL);
 	/* Ids are random so that a stale message (old slot owner) is never taken for
 	 * a new connection's; 0 is reserved for "none". */
@@ -127,6 +128,22 @@ int stk_conn_create(int fd, size_t window, struct stk_conn **out)
 	free(conn);
 	FSK_WARN("connection table full (%u connections)", STK_CONN_MAX);
 	return -EMFILE;
+}
+
+int stk_conn_create_migrated(int fd, struct stk_leftover *left, int left_fd,
+			     struct stk_conn **out)
+{
+	int ret = stk_conn_create(fd, 0, out);
+	if (ret)
+		return ret;
+	struct stk_conn *conn = *out;
+	conn->mig_tx = conn->mig_rx = true;
+	conn->left = left;
+	conn->left_fd = left_fd;
+	__atomic_store_n(&conn->migrated, true, __ATOMIC_RELEASE);
+	if (!left)
+		__atomic_store_n(&conn->kernel_only, true, __ATOMIC_RELEASE);
+	return 0;
 }
 
 void stk_conn_connect(struct stk_conn *conn, struct stk_fab *fab, fi_addr_t peer_addr,
@@ -158,6 +175,8 @@ static void fold_stats(struct stk_conn *conn)
 static void free_conn(struct stk_conn *conn)
 {
 	stk_leftover_free(conn->left);
+	if (conn->left_fd >= 0)
+		stk_sys.close(conn->left_fd);
 	pthread_mutex_destroy(&conn->lock);
 	free(conn->ring);
 	free(conn);
@@ -251,10 +270,12 @@ static void migrated_locked(struct stk_conn *conn)
 {
 	if (conn->migrated)
 		return;
+	int left_fd;
 	struct stk_leftover *left = stk_leftover_new(conn->ring, conn->ring_size,
-						     conn->ring_head, conn->ring_count);
+						     conn->ring_head, conn->ring_count, &left_fd);
 	if (left || conn->ring_count == 0) {
 		conn->ring_count = 0;
+		conn->left_fd = left_fd;
 		__atomic_store_n(&conn->left, left, __ATOMIC_RELEASE);
 	} else {
 		FSK_WARN("fd %d: migration: out of memory: %zu unread bytes dropped", conn->fd,
@@ -329,10 +350,11 @@ static void peer_migrates_locked(struct stk_conn *conn)
 	}
 }
 
+static int answering; /* one thread scans for pending answers at a time */
+
 static void answer_pending(void)
 {
-	static int busy;
-	if (__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
+	if (__atomic_exchange_n(&answering, 1, __ATOMIC_ACQUIRE))
 		return;
 	for (uint32_t slot = 0; slot < STK_CONN_MAX; slot++) {
 		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
@@ -346,7 +368,7 @@ static void answer_pending(void)
 		}
 		pthread_mutex_unlock(&conn->lock);
 	}
-	__atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&answering, 0, __ATOMIC_RELEASE);
 }
 
 static void protocol_reset(struct stk_conn *conn, const char *why)
@@ -1186,5 +1208,6 @@ void stk_conn_atfork_child(void)
 		conn->bytes_tx = conn->bytes_rx = conn->msgs_tx = conn->msgs_rx = 0;
 	}
 	replies_pending = 0;
+	answering = 0;
 	pthread_mutex_init(&table_lock, NULL);
 }

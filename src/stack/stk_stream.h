@@ -84,6 +84,7 @@ struct stk_conn {
 	bool kernel_only;         /* atomic: migrated and left is empty: a plain
 				   * kernel socket (the preload bypasses the stack) */
 	struct stk_leftover *left; /* unread bytes at migration (shared at fork) */
+	int left_fd;              /* its memfd (close-on-exec), or -1 */
 
 	/* statistics, folded into the process counters at close; protected by lock */
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
@@ -101,6 +102,10 @@ void stk_conn_connect(struct stk_conn *conn, struct stk_fab *fab, fi_addr_t peer
  * connects) while both ends are known to drive progress, and proves the fabric
  * path works. 0, -ETIMEDOUT or -ECONNRESET. */
 int stk_conn_handshake(struct stk_conn *conn, int timeout_ms);
+/* A connection that is migrated from the start: fd (owned) is its kernel
+ * socket, left/left_fd (owned; may be NULL/-1) the bytes to read before it. */
+int stk_conn_create_migrated(int fd, struct stk_leftover *left, int left_fd,
+			     struct stk_conn **out);
 /* Remove from the table and free (no message sent; the kernel fd is not closed). */
 void stk_conn_destroy(struct stk_conn *conn);
 

@@ -162,15 +162,38 @@ def srv_blocked(lsock):
 
 
 def srv_exec(lsock):
+    # the client's first bytes are received (unread) before the exec: the new
+    # image must read them first
     conn, _ = lsock.accept()
     accel_check(conn, "exec")
-    expect(recv_exact(conn, 5), b"hello", "exec: hello")
+    time.sleep(0.3)
     os.set_inheritable(conn.fileno(), True)
     os.execv(sys.executable, [sys.executable, __file__, "exec-child", str(conn.fileno())])
 
 
+def srv_inetd(lsock):
+    # inetd style: fork per connection, the child puts the socket on stdin and
+    # execs the handler; the request arrived before the fork and is unread
+    pids = []
+    for i in range(2):
+        conn, _ = lsock.accept()
+        accel_check(conn, "inetd")
+        time.sleep(0.3)
+        pid = os.fork()
+        if pid == 0:
+            lsock.close()
+            os.dup2(conn.fileno(), 0)
+            conn.close()
+            os.execv(sys.executable, [sys.executable, __file__, "exec-child", "0"])
+        conn.close()
+        pids.append(pid)
+    for pid in pids:
+        wait_child(pid)
+
+
 def exec_child(fd):
     conn = socket.socket(fileno=fd)
+    expect(recv_exact(conn, 5), b"hello", "exec child: the bytes received before the exec")
     conn.sendall(b"from-exec")
     data = recv_exact(conn, 65536)
     expect(data, pattern(65536, 7), "exec child: data")
@@ -207,7 +230,7 @@ def srv_pass(lsock):
 SERVERS = {
     "perconn": srv_perconn, "shared": srv_shared, "inflight": srv_inflight,
     "recvblock": srv_blocked, "epollblock": srv_blocked, "pollblock": srv_blocked,
-    "exec": srv_exec, "pass": srv_pass,
+    "exec": srv_exec, "inetd": srv_inetd, "pass": srv_pass,
 }
 
 
@@ -293,6 +316,9 @@ def client(scen, port):
         cli_blocked(port, scen)
     elif scen == "exec":
         cli_echo_via(port, b"from-exec", 7)
+    elif scen == "inetd":
+        for _ in range(2):
+            cli_echo_via(port, b"from-exec", 7)
     elif scen == "pass":
         cli_echo_via(port, b"from-helper", 9)
     if counter("migrate_peer") < 1:
