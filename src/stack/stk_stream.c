@@ -257,8 +257,11 @@ static int send_migrate_locked(struct stk_conn *conn)
 		int ret = post_locked(conn, STK_MSG_MIGRATE, 0, NULL, 0, false);
 		if (ret == -EAGAIN)
 			return ret;
-		if (ret) /* the fabric is broken: nothing more will come on it either */
+		if (ret) { /* the fabric is broken: nothing more will come on it either */
+			FSK_WARN("fd %d: migration: cannot send MIGRATE: %s; the peer learns "
+				 "it from its kernel socket", conn->fd, strerror(-ret));
 			conn->mig_rx = true;
+		}
 	}
 	mig_tx_done_locked(conn);
 	return 0;

@@ -75,10 +75,11 @@ def wait_child(pid):
         fail("child %d: status %#x" % (pid, st))
 
 
-def server_done():
+def server_done(scen):
     late = counter("migrate_timeout")
-    if late != 0:
-        fail("migrate_timeout = %d (a peer did not answer the migration)" % late)
+    want = 1 if scen == "idle" else 0
+    if late != want:
+        fail("migrate_timeout = %d, want %d" % (late, want))
 
 
 # ---- server side of each scenario (the process that forks / execs / passes) ----
@@ -161,6 +162,25 @@ def srv_blocked(lsock):
     conn.close()
 
 
+def srv_idle(lsock):
+    # the peer makes no libfabsock call for 1.5 s: the migration gives up after
+    # 1 s (counted, logged); the connection still works on the kernel
+    conn, _ = lsock.accept()
+    accel_check(conn, "idle")
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        conn.sendall(b"child")
+        os._exit(0)
+    took = time.monotonic() - t0
+    wait_child(pid)
+    if took < 0.9:
+        fail("idle: fork took %.2f s; the idle peer cannot have answered" % took)
+    expect(recv_exact(conn, 3), b"ack", "idle: ack")
+    conn.sendall(b"bye")
+    conn.close()
+
+
 def srv_exec(lsock):
     # the client's first bytes are received (unread) before the exec: the new
     # image must read them first
@@ -230,7 +250,7 @@ def srv_pass(lsock):
 SERVERS = {
     "perconn": srv_perconn, "shared": srv_shared, "inflight": srv_inflight,
     "recvblock": srv_blocked, "epollblock": srv_blocked, "pollblock": srv_blocked,
-    "exec": srv_exec, "inetd": srv_inetd, "pass": srv_pass,
+    "idle": srv_idle, "exec": srv_exec, "inetd": srv_inetd, "pass": srv_pass,
 }
 
 
@@ -314,6 +334,13 @@ def client(scen, port):
         cli_inflight(port)
     elif scen in ("recvblock", "epollblock", "pollblock"):
         cli_blocked(port, scen)
+    elif scen == "idle":
+        s = socket.create_connection(("127.0.0.1", port))
+        time.sleep(1.5)
+        expect(recv_exact(s, 5), b"child", "idle: child's bytes")
+        s.sendall(b"ack")
+        expect(recv_exact(s, 3), b"bye", "idle: bye")
+        s.close()
     elif scen == "exec":
         cli_echo_via(port, b"from-exec", 7)
     elif scen == "inetd":
@@ -339,7 +366,7 @@ def main():
     lsock.listen(8)
     print("listening", flush=True)
     SERVERS[scen](lsock)
-    server_done()
+    server_done(scen)
     return 0
 
 
