@@ -167,6 +167,8 @@ def srv_idle(lsock):
     # 1 s (counted, logged); the connection still works on the kernel
     conn, _ = lsock.accept()
     accel_check(conn, "idle")
+    # the client is out of connect() (whose handshake would answer) and sleeps
+    expect(recv_exact(conn, 1), b"r", "idle: ready byte")
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -336,6 +338,7 @@ def client(scen, port):
         cli_blocked(port, scen)
     elif scen == "idle":
         s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"r")
         time.sleep(1.5)
         expect(recv_exact(s, 5), b"child", "idle: child's bytes")
         s.sendall(b"ack")
