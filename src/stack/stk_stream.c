@@ -1091,9 +1091,13 @@ static void drain_sends(struct stk_conn *conn)
 		linger_ns = (uint64_t)lg.l_linger * 1000000000ull;
 	uint64_t deadline = now_ns() + linger_ns;
 	uint64_t pause = SLEEP_MIN_NS;
+	/* the endpoint itself, also after a migration (progress() stops then; the
+	 * sends made before it still complete here; a forked child has none) */
+	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
 	while (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0 &&
 	       now_ns() < deadline && !peer_gone(conn)) {
-		progress(conn);
+		if (fab)
+			stk_fab_progress(fab);
 		sleep_ns(pause);
 		if (pause < 1000000ull)
 			pause *= 2;

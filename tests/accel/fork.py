@@ -142,6 +142,24 @@ def srv_inflight(lsock):
     conn.close()
 
 
+def srv_sendfork(lsock):
+    # 1 MiB sent on the fabric just before the fork: the sends still in flight
+    # complete in the parent (its close does not wait for the linger bound)
+    conn, _ = lsock.accept()
+    accel_check(conn, "sendfork")
+    conn.sendall(pattern(MIB, 11))
+    pid = os.fork()
+    if pid == 0:
+        conn.sendall(b"child")
+        os._exit(0)
+    wait_child(pid)
+    t0 = time.monotonic()
+    conn.close()
+    took = time.monotonic() - t0
+    if took > 2:
+        fail("sendfork: close took %.2f s" % took)
+
+
 def srv_blocked(lsock):
     # the client waits (recv, epoll_wait or poll) when we fork
     conn, _ = lsock.accept()
@@ -251,6 +269,7 @@ def srv_pass(lsock):
 
 SERVERS = {
     "perconn": srv_perconn, "shared": srv_shared, "inflight": srv_inflight,
+    "sendfork": srv_sendfork,
     "recvblock": srv_blocked, "epollblock": srv_blocked, "pollblock": srv_blocked,
     "idle": srv_idle, "exec": srv_exec, "inetd": srv_inetd, "pass": srv_pass,
 }
@@ -334,6 +353,11 @@ def client(scen, port):
         cli_shared(port)
     elif scen == "inflight":
         cli_inflight(port)
+    elif scen == "sendfork":
+        s = socket.create_connection(("127.0.0.1", port))
+        expect(recv_exact(s, MIB + 5), pattern(MIB, 11) + b"child", "sendfork: bytes")
+        expect(s.recv(1), b"", "sendfork: EOF")
+        s.close()
     elif scen in ("recvblock", "epollblock", "pollblock"):
         cli_blocked(port, scen)
     elif scen == "idle":

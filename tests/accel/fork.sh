@@ -1,13 +1,13 @@
 #!/bin/sh
 # fork, exec and fd passing with accelerated connections: both ends launched
-# with FABSOCK_TCP_ACCEL=1, over shm and over tcp. fork.py runs each scenario
-# (a server that forks per connection and echoes 1 MiB, parent and child using
-# one connection, 1 MiB in flight and unread at fork, the peer blocked in recv,
-# epoll_wait and poll at fork time, an idle peer (the migration times out and
-# is counted; the connection still works), exec with an inherited connection and unread
-# bytes, inetd-style fork + dup2 + exec with the request unread, SCM_RIGHTS)
-# and checks exact bytes, that the connection was accelerated before, and that
-# no migration timed out.
+# with FABSOCK_TCP_ACCEL=1, over shm and over tcp. fork.py runs each scenario:
+# a server that forks per connection and echoes 1 MiB; parent and child using
+# one connection; 1 MiB in flight and unread at fork; 1 MiB sent just before
+# it; the peer blocked in recv, epoll_wait and poll at fork time; an idle peer
+# (the migration times out and is counted; the connection still works); exec
+# with an inherited connection and unread bytes; inetd-style fork + dup2 + exec
+# with the request unread; SCM_RIGHTS. Each checks exact bytes, that the
+# connection was accelerated before, and that no migration timed out.
 . "$top_srcdir/tests/accel/lib.sh"
 fork_py="$top_srcdir/tests/accel/fork.py"
 status=0
@@ -39,7 +39,7 @@ run() { # provider scenario
 }
 
 for prov in shm tcp; do
-	for scen in perconn shared inflight recvblock epollblock pollblock idle exec inetd pass; do
+	for scen in perconn shared inflight sendfork recvblock epollblock pollblock idle exec inetd pass; do
 		run "$prov" "$scen" || status=1
 	done
 done
