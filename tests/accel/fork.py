@@ -180,6 +180,26 @@ def srv_blocked(lsock):
     conn.close()
 
 
+def srv_prefork(lsock):
+    # workers forked before any connection accept on the inherited listener:
+    # their connections are accelerated on endpoints of their own
+    pids = []
+    for w in range(2):
+        pid = os.fork()
+        if pid == 0:
+            conn, _ = lsock.accept()
+            accel_check(conn, "prefork worker %d" % w)
+            data = recv_exact(conn, 65536)
+            conn.sendall(data)
+            expect(conn.recv(1), b"", "prefork: EOF")
+            conn.close()
+            os._exit(0)
+        pids.append(pid)
+    lsock.close()
+    for pid in pids:
+        wait_child(pid)
+
+
 def srv_idle(lsock):
     # the peer makes no libfabsock call for 1.5 s: the migration gives up after
     # 1 s (counted, logged); the connection still works on the kernel
@@ -269,7 +289,7 @@ def srv_pass(lsock):
 
 SERVERS = {
     "perconn": srv_perconn, "shared": srv_shared, "inflight": srv_inflight,
-    "sendfork": srv_sendfork,
+    "sendfork": srv_sendfork, "prefork": srv_prefork,
     "recvblock": srv_blocked, "epollblock": srv_blocked, "pollblock": srv_blocked,
     "idle": srv_idle, "exec": srv_exec, "inetd": srv_inetd, "pass": srv_pass,
 }
@@ -360,6 +380,14 @@ def client(scen, port):
         s.close()
     elif scen in ("recvblock", "epollblock", "pollblock"):
         cli_blocked(port, scen)
+    elif scen == "prefork":
+        for i in range(2):
+            s = socket.create_connection(("127.0.0.1", port))
+            data = pattern(65536, 30 + i)
+            s.sendall(data)
+            expect(recv_exact(s, 65536), data, "prefork: echo %d" % i)
+            s.close()
+        return 0  # nothing was migrated: the connections were made after the forks
     elif scen == "idle":
         s = socket.create_connection(("127.0.0.1", port))
         s.sendall(b"r")

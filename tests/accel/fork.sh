@@ -1,7 +1,9 @@
 #!/bin/sh
 # fork, exec and fd passing with accelerated connections: both ends launched
 # with FABSOCK_TCP_ACCEL=1, over shm and over tcp. fork.py runs each scenario:
-# a server that forks per connection and echoes 1 MiB; parent and child using
+# a server that forks per connection and echoes 1 MiB; prefork workers that
+# accept on an inherited listener (accelerated on their own endpoints); parent
+# and child using
 # one connection; 1 MiB in flight and unread at fork; 1 MiB sent just before
 # it; the peer blocked in recv, epoll_wait and poll at fork time; an idle peer
 # (the migration times out and is counted; the connection still works); exec
@@ -39,7 +41,7 @@ run() { # provider scenario
 }
 
 for prov in shm tcp; do
-	for scen in perconn shared inflight sendfork recvblock epollblock pollblock idle exec inetd pass; do
+	for scen in perconn prefork shared inflight sendfork recvblock epollblock pollblock idle exec inetd pass; do
 		run "$prov" "$scen" || status=1
 	done
 done
