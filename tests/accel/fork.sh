@@ -3,9 +3,8 @@
 # with FABSOCK_TCP_ACCEL=1, over shm and over tcp. fork.py runs each scenario:
 # a server that forks per connection and echoes 1 MiB; prefork workers that
 # accept on an inherited listener (accelerated on their own endpoints); parent
-# and child using
-# one connection; 1 MiB in flight and unread at fork; 1 MiB sent just before
-# it; the peer blocked in recv, epoll_wait and poll at fork time; an idle peer
+# and child using one connection; 1 MiB in flight and unread at fork; 1 MiB
+# sent just before it; the peer blocked in recv, epoll_wait and poll at fork time; an idle peer
 # (the migration times out and is counted; the connection still works); exec
 # with an inherited connection and unread bytes; inetd-style fork + dup2 + exec
 # with the request unread; SCM_RIGHTS. Each checks exact bytes, that the
