@@ -7,8 +7,9 @@
 # sent just before it; the peer blocked in recv, epoll_wait and poll at fork
 # time; an idle peer (the migration times out and is counted; the connection
 # still works); exec with an inherited connection and unread bytes;
-# inetd-style fork + dup2 + exec with the request unread; SCM_RIGHTS. Each checks exact bytes, that the
-# connection was accelerated before, and that no migration timed out.
+# inetd-style fork + dup2 + exec with the request unread; SCM_RIGHTS. Each
+# checks exact bytes, that the connection was accelerated before, and that no
+# migration timed out.
 . "$top_srcdir/tests/accel/lib.sh"
 fork_py="$top_srcdir/tests/accel/fork.py"
 status=0
