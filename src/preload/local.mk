@@ -9,6 +9,7 @@ src_preload_libpl_la_SOURCES = \
 	src/preload/pl_wrap_fd.c \
 	src/preload/pl_wrap_io.c \
 	src/preload/pl_wrap_pass.c \
+	src/preload/pl_wrap_proc.c \
 	src/preload/pl_wrap_ready.c \
 	src/preload/pl_wrap_sock.c
 

@@ -3,6 +3,8 @@
 #include "preload/pl_fdtab.h"
 #include "preload/pl_guard.h"
 #include "preload/pl_real.h"
+#include "preload/pl_wrap.h"
+#include "stack/stk_accel.h"
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_hooks.h"
@@ -50,6 +52,7 @@ static void install_sys(void)
 		.epoll_create1 = pl_real.epoll_create1,
 		.epoll_ctl = pl_real.epoll_ctl,
 		.epoll_wait = pl_real.epoll_wait,
+		.ioctl = pl_real.ioctl,
 	};
 	stk_sys_install(&real);
 }
@@ -69,7 +72,7 @@ static void guard_leave(void)
 static struct stk_conn *ready_lookup(int fd)
 {
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	struct stk_conn *conn = sock ? sock->conn : NULL;
+	struct stk_conn *conn = sock ? stk_accel_conn(sock) : NULL;
 	/* settled on the kernel: a kernel fd for readiness */
 	if (conn && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_KERNEL)
 		return NULL;
@@ -98,6 +101,8 @@ static void init_once_body(void)
 	}
 	if (ok && stk_cfg.enabled) {
 		pthread_atfork(pl_fdtab_lock, pl_fdtab_unlock, pl_fdtab_unlock);
+		pthread_atfork(stk_migrate_atfork_prepare, stk_migrate_atfork_parent,
+			       stk_migrate_atfork_child);
 		FSK_INFO("libfabsock %s active: %zu rules, default %s, providers %s, profile %s, "
 			 "spin %u us, fd table %d",
 			 PACKAGE_VERSION, stk_cfg.rules.count,
@@ -105,6 +110,7 @@ static void init_once_body(void)
 			 stk_cfg.providers, stk_profile_name(stk_cfg.profile), stk_cfg.spin_us,
 			 pl_fdtab.size);
 		__atomic_store_n(&pl_enabled, true, __ATOMIC_RELEASE);
+		pl_adopt_inherited();
 	} else if (ok) {
 		FSK_INFO("libfabsock %s loaded but disabled (FABSOCK_DISABLE=1)", PACKAGE_VERSION);
 	}
@@ -144,7 +150,8 @@ FSK_API int fsk_active(void)
 FSK_API int fsk_fd_accelerated(int fd)
 {
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	return sock && sock->conn && stk_conn_on_fabric(sock->conn);
+	return sock && sock->conn && stk_conn_on_fabric(sock->conn) &&
+	       !__atomic_load_n(&sock->conn->migrated, __ATOMIC_ACQUIRE);
 }
 
 FSK_API int fsk_counter(const char *name, unsigned long long *value)

@@ -257,6 +257,48 @@ static FILE *raw_fdopen(int fd, const char *mode)
 	errno = ENOSYS; /* no system call: only before the table is filled */
 	return NULL;
 }
+/* exec and spawn: nobody execs from inside dlsym either; the plain system call
+ * where there is one. */
+static int raw_execve(const char *path, char *const argv[], char *const envp[])
+{
+	return (int)syscall(SYS_execve, path, argv, envp);
+}
+static int raw_execv(const char *path, char *const argv[])
+{
+	return raw_execve(path, argv, environ);
+}
+static int raw_execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	(void)file, (void)argv, (void)envp;
+	errno = ENOSYS;
+	return -1;
+}
+static int raw_execvp(const char *file, char *const argv[])
+{
+	return raw_execvpe(file, argv, environ);
+}
+static int raw_execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+			int flags)
+{
+	return (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
+}
+static int raw_fexecve(int fd, char *const argv[], char *const envp[])
+{
+	return raw_execveat(fd, "", argv, envp, AT_EMPTY_PATH);
+}
+static int raw_posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
+			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	(void)pid, (void)path, (void)actions, (void)attr, (void)argv, (void)envp;
+	return ENOSYS;
+}
+#define raw_posix_spawnp raw_posix_spawn
+static int raw_posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *actions, int fd,
+						int newfd)
+{
+	(void)actions, (void)fd, (void)newfd;
+	return ENOSYS;
+}
 static ssize_t raw_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	return syscall(SYS_sendfile, out_fd, in_fd, offset, count);

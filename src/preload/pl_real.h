@@ -15,6 +15,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <stdio.h>
@@ -98,7 +99,28 @@
 	   (out_fd, in_fd, offset, count)) \
 	XO(int, epoll_pwait2, (int epfd, struct epoll_event *evs, int max, \
 			       const struct timespec *timeout, const sigset_t *mask), \
-	   (epfd, evs, max, timeout, mask))
+	   (epfd, evs, max, timeout, mask)) \
+	X(pid_t, fork, (void), ()) \
+	X(int, daemon, (int nochdir, int noclose), (nochdir, noclose)) \
+	X(int, execve, (const char *path, char *const argv[], char *const envp[]), \
+	  (path, argv, envp)) \
+	X(int, execv, (const char *path, char *const argv[]), (path, argv)) \
+	X(int, execvp, (const char *file, char *const argv[]), (file, argv)) \
+	X(int, execvpe, (const char *file, char *const argv[], char *const envp[]), \
+	  (file, argv, envp)) \
+	X(int, fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp)) \
+	XO(int, execveat, (int dirfd, const char *path, char *const argv[], \
+			   char *const envp[], int flags), (dirfd, path, argv, envp, flags)) \
+	X(int, posix_spawn, (pid_t *pid, const char *path, \
+			     const posix_spawn_file_actions_t *actions, \
+			     const posix_spawnattr_t *attr, char *const argv[], \
+			     char *const envp[]), (pid, path, actions, attr, argv, envp)) \
+	X(int, posix_spawnp, (pid_t *pid, const char *file, \
+			      const posix_spawn_file_actions_t *actions, \
+			      const posix_spawnattr_t *attr, char *const argv[], \
+			      char *const envp[]), (pid, file, actions, attr, argv, envp)) \
+	X(int, posix_spawn_file_actions_adddup2, (posix_spawn_file_actions_t *actions, \
+						  int fd, int newfd), (actions, fd, newfd))
 
 #define PL_SYMBOLS_PASS(X, XO) \
 	X(int, socketpair, (int domain, int type, int protocol, int sv[2]), \
@@ -106,9 +128,7 @@
 	X(int, setsockopt, (int fd, int level, int name, const void *val, socklen_t len), \
 	  (fd, level, name, val, len)) \
 	X(int, getsockname, (int fd, __SOCKADDR_ARG addr, socklen_t *len), (fd, addr, len)) \
-	X(int, getpeername, (int fd, __SOCKADDR_ARG addr, socklen_t *len), (fd, addr, len)) \
-	X(pid_t, fork, (void), ()) \
-	X(int, daemon, (int nochdir, int noclose), (nochdir, noclose))
+	X(int, getpeername, (int fd, __SOCKADDR_ARG addr, socklen_t *len), (fd, addr, len))
 
 #define PL_SYMBOLS(X, XO) PL_SYMBOLS_CUSTOM(X, XO) PL_SYMBOLS_PASS(X, XO)
 

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/sendfile.h>
 
 extern void __chk_fail(void) __attribute__((noreturn));
@@ -57,7 +58,7 @@ static inline struct stk_sock *rx_sock(int fd, int flags, ssize_t *gate)
 {
 	*gate = 0;
 	struct stk_sock *sock = pl_tracked(fd);
-	if (__builtin_expect(sock == NULL, 1) || !sock->conn)
+	if (__builtin_expect(sock == NULL, 1) || !stk_accel_conn(sock))
 		return NULL;
 	if (__builtin_expect(stk_conn_on_fabric(sock->conn), 1))
 		return sock;
@@ -69,7 +70,7 @@ static inline struct stk_sock *tx_sock(int fd, int flags, ssize_t *gate)
 {
 	*gate = 0;
 	struct stk_sock *sock = pl_tracked(fd);
-	if (__builtin_expect(sock == NULL, 1) || !sock->conn)
+	if (__builtin_expect(sock == NULL, 1) || !stk_accel_conn(sock))
 		return NULL;
 	if (__builtin_expect(stk_conn_on_fabric(sock->conn), 1))
 		return sock;
@@ -82,11 +83,10 @@ static inline struct stk_sock *tx_sock(int fd, int flags, ssize_t *gate)
 PL_EXPORT FILE *fdopen(int fd, const char *mode)
 {
 	struct stk_sock *sock = pl_tracked(fd);
-	if (sock && sock->conn) {
+	if (sock && stk_accel_conn(sock)) {
 		int saved_errno = errno;
 		pl_enter();
-		if (!stk_conn_on_fabric(sock->conn))
-			stk_lazy_refuse(sock->conn);
+		stk_accel_refuse(sock);
 		if (stk_conn_on_fabric(sock->conn)) {
 			static int warned;
 			if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
@@ -281,6 +281,42 @@ PL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	return PL_REAL(writev)(fd, iov, iovcnt);
 }
 
+/* SCM_RIGHTS: an accelerated socket handed to another process (or back to us
+ * under another number) must be a kernel socket that carries its stream. The
+ * connections move before the real sendmsg; the check costs nothing when the
+ * message has no control data or nothing is accelerated. */
+static void pass_rights(const struct msghdr *msg)
+{
+	if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr) ||
+	    !pl_enabled || pl_guarded())
+		return;
+	int saved_errno = errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)msg); c;
+	     c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < nfd; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+			struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
+			if (sock && sock->conn) {
+				pl_enter();
+				stk_accel_refuse(sock); /* still negotiating: the kernel */
+				pl_leave();
+			}
+			if (!sock || !sock->conn ||
+			    __atomic_load_n(&sock->conn->migrated, __ATOMIC_ACQUIRE))
+				continue;
+			pl_enter();
+			stk_accel_migrate(&sock, 1, STK_MIGRATE_REASON_PASS);
+			pl_leave();
+		}
+	}
+	errno = saved_errno;
+}
+
 /* sendto/sendmsg/sendmmsg also decide udp_sender for undecided sockets. */
 PL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			 __CONST_SOCKADDR_ARG addr, socklen_t alen)
@@ -306,6 +342,7 @@ PL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 						   flags), flags);
 	if (msg)
 		pl_decide_sender(fd, msg->msg_name, msg->msg_namelen);
+	pass_rights(msg);
 	return PL_REAL(sendmsg)(fd, msg, flags);
 }
 
@@ -318,6 +355,8 @@ PL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags
 	if (!sock) {
 		if (vec && vlen > 0)
 			pl_decide_sender(fd, vec[0].msg_hdr.msg_name, vec[0].msg_hdr.msg_namelen);
+		for (unsigned int i = 0; vec && i < vlen; i++)
+			pass_rights(&vec[i].msg_hdr);
 		return PL_REAL(sendmmsg)(fd, vec, vlen, flags);
 	}
 	unsigned int done = 0;

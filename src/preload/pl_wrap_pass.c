@@ -1,5 +1,6 @@
-/* Wrappers that, for now, only call the real function: no socket these calls can
- * see is carried by a fabric provider yet. Generated from PL_SYMBOLS_PASS so the
+/* Wrappers that only call the real function: nothing these calls see needs the
+ * stack (getsockopt and friends act on the kernel socket, which an accelerated
+ * connection keeps). Generated from PL_SYMBOLS_PASS so the
  * signature list lives in one place (pl_real.h). */
 #include "config.h"
 #include "preload/pl_real.h"

@@ -131,6 +131,12 @@ int stk_accel_settle(struct stk_sock *sock, bool for_write, int flags)
 	return stk_lazy_settle(conn, for_write, nonblock);
 }
 
+void stk_accel_refuse(struct stk_sock *sock)
+{
+	if (sock->conn && !stk_conn_on_fabric(sock->conn))
+		stk_lazy_refuse(sock->conn);
+}
+
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t total = 0;
@@ -309,4 +315,78 @@ void stk_accel_close(struct stk_sock *sock)
 	stk_close(sock->conn, abortive);
 	sock->conn = NULL;
 	__atomic_fetch_sub(&stk_accel_live, 1, __ATOMIC_RELAXED);
+}
+
+unsigned stk_accel_migrate(struct stk_sock **socks, size_t n, enum stk_migrate_reason why)
+{
+	struct stk_conn *small[16];
+	struct stk_conn **conns = n <= 16 ? small : calloc(n, sizeof(*conns));
+	if (!conns)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		conns[i] = socks[i] ? socks[i]->conn : NULL;
+	unsigned late = stk_migrate_conns(conns, n, why);
+	for (size_t i = 0; why != STK_MIGRATE_REASON_FORK && i < n; i++) {
+		struct stk_conn *conn = socks[i] ? socks[i]->conn : NULL;
+		size_t left = conn ? stk_leftover_count(conn->left) : 0;
+		if (left == 0 || (why == STK_MIGRATE_REASON_EXEC && conn->left_fd >= 0))
+			continue; /* none, or handed down with the exec (FABSOCK_INHERIT) */
+		/* The other image / process reads the kernel socket only. */
+		stk_count_add(STK_C_MIGRATE_LEFTOVER_LOST, left);
+		FSK_WARN("fd %d: %zu byte(s) received before the %s and not read yet stay in "
+			 "this process (readable through its fd only)", conn->fd, left,
+			 why == STK_MIGRATE_REASON_EXEC ? "exec" : "fd passing");
+	}
+	if (conns != small)
+		free(conns);
+	return late;
+}
+
+int stk_accel_leftover_fd(struct stk_sock *sock)
+{
+	struct stk_conn *conn = sock->conn;
+	if (!conn || !__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE) ||
+	    stk_leftover_count(conn->left) == 0)
+		return -1;
+	return conn->left_fd;
+}
+
+struct stk_sock *stk_accel_adopt(int fd, int memfd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct stk_leftover *left = NULL;
+	struct stk_sock *sock = NULL;
+	int priv = -1;
+	if (stk_sys.getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+		goto fail;
+	sock = stk_sock_new(ss.ss_family, SOCK_STREAM, IPPROTO_TCP);
+	left = stk_leftover_open(memfd);
+	priv = stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (!sock || !left || priv < 0)
+		goto fail;
+	stk_sys.fcntl(memfd, F_SETFD, FD_CLOEXEC); /* kept: handed down again if needed */
+	struct stk_conn *conn;
+	if (stk_conn_create_migrated(priv, left, memfd, &conn) != 0)
+		goto fail;
+	__atomic_store_n(&conn->nonblock, fd_nonblocking(fd), __ATOMIC_RELAXED);
+	sock->decided = true;
+	sock->conn = conn;
+	__atomic_fetch_add(&stk_accel_live, 1, __ATOMIC_RELAXED);
+	FSK_DBG("fd %d: inherited through exec with %zu unread byte(s)", fd,
+		stk_leftover_count(left));
+	return sock;
+fail:
+	FSK_WARN("fd %d: the unread bytes handed down by the exec (memfd %d) cannot be "
+		 "used; they are lost", fd, memfd);
+	if (left) {
+		stk_count_add(STK_C_MIGRATE_LEFTOVER_LOST, stk_leftover_count(left));
+		stk_leftover_free(left);
+	}
+	if (priv >= 0)
+		stk_sys.close(priv);
+	if (sock)
+		stk_sock_unref(sock);
+	stk_sys.close(memfd);
+	return NULL;
 }

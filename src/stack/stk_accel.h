@@ -25,7 +25,9 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "stack/stk_migrate.h"
 #include "stack/stk_sock.h"
+#include "stack/stk_stream.h"
 
 /* Accelerated connections and epoll objects alive in the process: while both
  * are 0, poll/select/epoll need nothing from the stack (one relaxed load). */
@@ -55,6 +57,38 @@ struct stk_sock *stk_accel_accepted(struct stk_sock *listener, int newfd);
  * (phase != STK_PHASE_FABRIC): see stk_lazy_settle. flags: the call's
  * (MSG_DONTWAIT makes it non-blocking). Returns the phase to use or -EAGAIN. */
 int stk_accel_settle(struct stk_sock *sock, bool for_write, int flags);
+
+/* The connection the data calls and poll must go through, or NULL when the
+ * socket is (again) a plain kernel socket: never accelerated, or migrated with
+ * no leftover bytes (stk_migrate.h). One load more than sock->conn. */
+static inline struct stk_conn *stk_accel_conn(const struct stk_sock *sock)
+{
+	struct stk_conn *conn = sock->conn;
+	if (conn && __atomic_load_n(&conn->kernel_only, __ATOMIC_RELAXED))
+		return NULL;
+	return conn;
+}
+
+/* Migrate the accelerated connections of socks (n entries, NULL skipped) to
+ * their kernel socket (stk_migrate.h) and return how many peers did not
+ * answer. For exec and fd passing, unread bytes that stay behind in this
+ * process are counted and logged. */
+unsigned stk_accel_migrate(struct stk_sock **socks, size_t n, enum stk_migrate_reason why);
+
+/* The socket leaves this process's control (exec, fd passing) or goes to a
+ * path we never see (stdio after fdopen): a connection still negotiating is
+ * steered to the kernel (stk_lazy_refuse); one on the fabric is left alone. */
+void stk_accel_refuse(struct stk_sock *sock);
+
+/* exec hand-down of unread bytes: the memfd holding the leftover of sock's
+ * migrated connection when bytes remain (close-on-exec; the caller passes a
+ * duplicate), else -1. */
+int stk_accel_leftover_fd(struct stk_sock *sock);
+/* In the new image: fd is an inherited kernel TCP socket whose connection was
+ * migrated with unread bytes in memfd (both named in FABSOCK_INHERIT). Returns
+ * a socket object whose connection serves those bytes before the kernel's, or
+ * NULL (memfd is then not one of ours; bytes lost, logged). Takes memfd. */
+struct stk_sock *stk_accel_adopt(int fd, int memfd);
 
 /* Data calls on an accelerated socket (sock->conn != NULL). */
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);

@@ -37,7 +37,19 @@
 	X(BYTES_TX_TCP, "bytes_tx_tcp", "payload bytes sent over tcp") \
 	X(BYTES_RX_TCP, "bytes_rx_tcp", "payload bytes received over tcp") \
 	X(MSGS_TX, "msgs_tx", "fabric messages sent") \
-	X(MSGS_RX, "msgs_rx", "fabric messages received")
+	X(MSGS_RX, "msgs_rx", "fabric messages received") \
+	X(MIGRATED_TO_KERNEL, "migrated_to_kernel", \
+	  "accelerated connections moved to their kernel socket (fork, exec, fd passing, peer)") \
+	X(MIGRATE_FORK, "migrate_fork", "connections migrated because the process forked") \
+	X(MIGRATE_EXEC, "migrate_exec", "connections migrated because they survive an exec") \
+	X(MIGRATE_PASS, "migrate_pass", "connections migrated because they were sent (SCM_RIGHTS)") \
+	X(MIGRATE_PEER, "migrate_peer", "connections migrated because the peer asked") \
+	X(MIGRATE_TIMEOUT, "migrate_timeout", \
+	  "migrations whose peer did not answer in time (its later fabric bytes are lost)") \
+	X(MIGRATE_UNPREPARED, "migrate_unprepared", \
+	  "connections a child inherited without migration (created during the fork)") \
+	X(MIGRATE_LEFTOVER_LOST, "migrate_leftover_lost", \
+	  "unread bytes of a migrated connection that an exec or fd passing left behind")
 
 #define STK_COUNTER_ENUM(id, name, help) STK_C_##id,
 enum stk_counter { STK_COUNTER_LIST(STK_COUNTER_ENUM) STK_C_COUNT };

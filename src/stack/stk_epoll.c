@@ -25,6 +25,7 @@
 /* event bits an item can report (the rest are flags) */
 #define EVENT_BITS (EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM | \
 		    EPOLLWRBAND | EPOLLMSG | EPOLLRDHUP)
+#define LIVE_EVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) /* liveness fds in P */
 #define HARVEST_MAX 64
 #define LIVENESS_EVERY 32u
 
@@ -401,11 +402,11 @@ static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *con
 			int lf = stk_ready_ops.liveness_fd(conn);
 			if (lf >= 0 && !watched_by(ep, it)) {
 				/* edge-triggered: a socket at EOF must not wake every sleep;
-				 * while negotiating, the end of a non-blocking connect too */
-				uint32_t lev = EPOLLIN | EPOLLRDHUP | EPOLLET;
-				if (stk_ready_phase(conn) != STK_PHASE_FABRIC)
-					lev |= EPOLLOUT;
-				ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, lf, lev, (uintptr_t)conn);
+				 * OUT: while negotiating, the end of a non-blocking connect;
+				 * after a migration to the kernel (stk_migrate.h) the send
+				 * buffer filling and draining */
+				ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, lf, LIVE_EVENTS,
+					      (uintptr_t)conn);
 				if (ret == -EEXIST) /* the same connection under another fd */
 					ret = 0;
 			}
@@ -765,11 +766,11 @@ static void harvest_priv(struct stk_epoll *ep)
 			pthread_mutex_unlock(&inner->lock);
 		} else {
 			struct stk_conn *conn = (struct stk_conn *)(uintptr_t)tag;
-			if (stk_ready_phase(conn) != STK_PHASE_FABRIC)
-				/* negotiation bytes or the end of a connect: evaluate */
-				stk_ready_notify(stk_ready_ops.watch(conn));
-			else
+			/* negotiating: its bytes or the end of a connect; migrated: kernel
+			 * data; else the peer's end: evaluate the items either way */
+			if (stk_ready_phase(conn) == STK_PHASE_FABRIC)
 				stk_ready_ops.liveness(conn);
+			stk_ready_notify(stk_ready_ops.watch(conn));
 		}
 	}
 }
@@ -930,4 +931,72 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 	}
 	stk_ready_restore_signals(&sigs);
 	return ret;
+}
+
+/* ---- fork ---- */
+
+void stk_epoll_atfork_prepare(void)
+{
+	pthread_mutex_lock(&registry_lock);
+	for (struct stk_epoll *ep = registry; ep; ep = ep->next)
+		pthread_mutex_lock(&ep->lock);
+}
+
+void stk_epoll_atfork_parent(void)
+{
+	for (struct stk_epoll *ep = registry; ep; ep = ep->next)
+		pthread_mutex_unlock(&ep->lock);
+	pthread_mutex_unlock(&registry_lock);
+}
+
+/* Fill a fresh P for ep (the items' connections no longer have a fabric here). */
+static void refill_priv(struct stk_epoll *ep)
+{
+	if (ep->priv < 0)
+		return;
+	sys_ctl(ep->priv, EPOLL_CTL_ADD, ep->epfd, EPOLLIN, TAG_APP);
+	if (ep->wake_fd >= 0)
+		sys_ctl(ep->priv, EPOLL_CTL_ADD, ep->wake_fd, EPOLLIN, TAG_WAKE);
+	for (unsigned fd = 0; fd < ep->by_fd_cap; fd++) {
+		struct ep_item *it = ep->by_fd[fd];
+		if (!it)
+			continue;
+		it->fab_known = false;
+		if (it->conn && it->live_fd >= 0) {
+			int ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, it->live_fd, LIVE_EVENTS,
+					  (uintptr_t)it->conn);
+			if (ret && ret != -EEXIST)
+				it->live_fd = -1;
+		} else if (it->inner && it->inner->priv >= 0) {
+			sys_ctl(ep->priv, EPOLL_CTL_ADD, it->inner->priv, EPOLLIN | EPOLLET,
+				(uintptr_t)it->inner | 1u);
+		}
+		if (!it->disabled && !it->on_rdl)
+			rdl_append(ep, it); /* evaluate everything once in the child */
+	}
+}
+
+void stk_epoll_atfork_child(void)
+{
+	/* P is shared with the parent after fork: changing it would change the
+	 * parent's. Each set gets its own, first all of them (nesting refers to
+	 * inner sets' P), then their contents. */
+	for (struct stk_epoll *ep = registry; ep; ep = ep->next) {
+		stk_sys.close(ep->priv);
+		ep->priv = stk_sys.epoll_create1(EPOLL_CLOEXEC);
+		ep->fabs.n = 0;
+		/* the wake eventfd too: rings must not cross between the processes;
+		 * spin locks and sleeper counts belonged to threads that are gone */
+		stk_sys.close(ep->wake_fd);
+		ep->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		ep->rdl = 0;
+		ep->watch.lock = 0;
+		ep->sleepers = 0;
+		ep->wake_pending = 0;
+	}
+	for (struct stk_epoll *ep = registry; ep; ep = ep->next) {
+		refill_priv(ep);
+		pthread_mutex_init(&ep->lock, NULL);
+	}
+	pthread_mutex_init(&registry_lock, NULL);
 }

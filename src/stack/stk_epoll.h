@@ -152,4 +152,11 @@ void stk_epoll_conn_changed(struct stk_conn *conn);
  * kernel drops a closed socket from every epoll set). */
 void stk_epoll_conn_closed(struct stk_conn *conn);
 
+/* fork (stk_migrate.h): prepare holds the registry and every set's lock; child
+ * forgets the parent's fabrics in every set and gives each set a private sleep
+ * set P of its own (P is a kernel object the parent shares otherwise). */
+void stk_epoll_atfork_prepare(void);
+void stk_epoll_atfork_parent(void);
+void stk_epoll_atfork_child(void);
+
 #endif

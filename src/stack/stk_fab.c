@@ -606,3 +606,24 @@ void stk_fab_foreach_open(void (*fn)(struct stk_fab *fab, void *arg), void *arg)
 	for (unsigned i = 0; i < n; i++)
 		fn(open[i], arg);
 }
+
+void stk_fab_atfork_prepare(void)
+{
+	pthread_mutex_lock(&table_lock);
+}
+
+void stk_fab_atfork_parent(void)
+{
+	pthread_mutex_unlock(&table_lock);
+}
+
+void stk_fab_atfork_child(void)
+{
+	/* The parent's objects stay allocated (a bounded leak per fork): freeing
+	 * them would run libfabric close paths on state shared with the parent.
+	 * The shm exit hook unlinks regions named after getpid() only, so it never
+	 * removes the parent's. */
+	table_count = 0;
+	memset(table, 0, sizeof(table));
+	pthread_mutex_init(&table_lock, NULL);
+}

@@ -94,4 +94,12 @@ bool stk_fab_trywait(struct stk_fab *fab);
 /* For each cfg provider name successfully opened so far or now: call fn. */
 void stk_fab_foreach_open(void (*fn)(struct stk_fab *fab, void *arg), void *arg);
 
+/* fork (stk_migrate.h): prepare holds the table lock (no endpoint is half open
+ * in the child); child forgets every endpoint of the parent WITHOUT touching it
+ * (no libfabric call, no shm unlink: the parent still uses them), so that the
+ * child's next stk_fab_get() opens its own. */
+void stk_fab_atfork_prepare(void);
+void stk_fab_atfork_parent(void);
+void stk_fab_atfork_child(void);
+
 #endif

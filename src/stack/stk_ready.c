@@ -23,7 +23,10 @@ struct stk_conn *(*stk_ready_lookup)(int fd) = lookup_none;
 
 static int conn_liveness_fd(struct stk_conn *conn)
 {
-	/* Unlocked reads: a stale answer costs one extra wake-up at most. */
+	/* Unlocked reads: a stale answer costs one extra wake-up at most. After
+	 * the peer's MIGRATE the kernel connection carries the data: watch it. */
+	if (__atomic_load_n(&conn->mig_rx, __ATOMIC_RELAXED))
+		return conn->fd;
 	if (__atomic_load_n(&conn->reset, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&conn->peer_closed, __ATOMIC_RELAXED))
 		return -1;

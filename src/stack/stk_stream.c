@@ -5,6 +5,7 @@
 #include "stack/stk_fab.h"
 #include "stack/stk_lazy.h"
 #include "stack/stk_log.h"
+#include "stack/stk_migrate.h"
 #include "stack/stk_ready.h"
 #include "stack/stk_stream_proto.h"
 #include "stack/stk_sys.h"
@@ -29,6 +30,7 @@
 #define SLEEP_MIN_NS 20000ull       /* no wait fd: back-off from 20 µs ... */
 #define SLEEP_MAX_NS 1000000ull     /* ... to 1 ms */
 #define STARVE_RETRY_NS 50000ull    /* provider had no room: say POLLOUT again after this */
+#define MIGRATE_GRACE_NS 1000000000ull /* kernel bytes before the peer's MIGRATE */
 
 /* Connections by slot. Readers (delivery) load without a lock; writers hold
  * table_lock; a slot is reused only after stk_fab_quiesce(). */
@@ -66,11 +68,25 @@ static void sleep_ns(uint64_t ns)
 	clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
 }
 
+/* MIGRATE answers the delivery could not post (provider full): connections
+ * with mig_reply set; retried after every progress while non-zero. */
+static int replies_pending;
+static void answer_pending(void);
+
 static void progress(struct stk_conn *conn)
 {
+	if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+		return; /* the fabric is not ours to drive any more (maybe the parent's) */
 	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
 	if (fab)
 		stk_fab_progress(fab);
+	if (__builtin_expect(__atomic_load_n(&replies_pending, __ATOMIC_RELAXED) != 0, 0))
+		answer_pending();
+}
+
+void stk_conn_progress(struct stk_conn *conn)
+{
+	progress(conn);
 }
 
 /* ---- table ---- */
@@ -89,6 +105,7 @@ int stk_conn_create(int fd, size_t window, struct stk_conn **out)
 	}
 	conn->ring_size = window;
 	conn->fd = fd;
+	conn->left_fd = -1;
 	pthread_mutex_init(&conn->lock, NULL);
 	/* Ids are random so that a stale message (old slot owner) is never taken for
 	 * a new connection's; 0 is reserved for "none". */
@@ -117,6 +134,22 @@ int stk_conn_create(int fd, size_t window, struct stk_conn **out)
 	free(conn);
 	FSK_WARN("connection table full (%u connections)", STK_CONN_MAX);
 	return -EMFILE;
+}
+
+int stk_conn_create_migrated(int fd, struct stk_leftover *left, int left_fd,
+			     struct stk_conn **out)
+{
+	int ret = stk_conn_create(fd, 0, out);
+	if (ret)
+		return ret;
+	struct stk_conn *conn = *out;
+	conn->mig_tx = conn->mig_rx = true;
+	conn->left = left;
+	conn->left_fd = left_fd;
+	__atomic_store_n(&conn->migrated, true, __ATOMIC_RELEASE);
+	if (!left)
+		__atomic_store_n(&conn->kernel_only, true, __ATOMIC_RELEASE);
+	return 0;
 }
 
 void stk_conn_connect(struct stk_conn *conn, struct stk_fab *fab, fi_addr_t peer_addr,
@@ -178,6 +211,9 @@ static void fold_stats(struct stk_conn *conn)
 
 static void free_conn(struct stk_conn *conn)
 {
+	stk_leftover_free(conn->left);
+	if (conn->left_fd >= 0)
+		stk_sys.close(conn->left_fd);
 	pthread_mutex_destroy(&conn->lock);
 	free(conn->ring);
 	free(conn);
@@ -328,11 +364,158 @@ static ssize_t recv_oob(struct stk_conn *conn, void *buf, size_t len, int flags)
 	return ret;
 }
 
+static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field,
+		       const void *payload, size_t plen, bool tracked);
+static void migrated_locked(struct stk_conn *conn);
+
+/* Our MIGRATE is posted (lock held): what the app did to the stream before
+ * must now be visible on the kernel connection too. */
+static void mig_tx_done_locked(struct stk_conn *conn)
+{
+	conn->mig_tx = true;
+	if (conn->fin_sent)
+		stk_sys.shutdown(conn->fd, SHUT_WR); /* the peer reads EOF there */
+	if (conn->rd_shut)
+		stk_sys.shutdown(conn->fd, SHUT_RD);
+	if (conn->mig_rx)
+		migrated_locked(conn);
+}
+
+/* Post our MIGRATE (lock held). The peer may already be gone for good (reset,
+ * or closed completely): then nothing is sent and its MIGRATE is not awaited:
+ * its kernel socket says the rest. Returns 0 or -EAGAIN (provider full). */
+static int send_migrate_locked(struct stk_conn *conn)
+{
+	if (conn->mig_tx)
+		return 0;
+	if (conn->reset || (conn->peer_closed && conn->fin_rcvd) || !conn->fab) {
+		conn->mig_rx = true;
+	} else {
+		int ret = post_locked(conn, STK_MSG_MIGRATE, 0, NULL, 0, false);
+		if (ret == -EAGAIN)
+			return ret;
+		if (ret) { /* the fabric is broken: nothing more will come on it either */
+			FSK_WARN("fd %d: migration: cannot send MIGRATE: %s; the peer learns "
+				 "it from its kernel socket", conn->fd, strerror(-ret));
+			conn->mig_rx = true;
+		}
+	}
+	mig_tx_done_locked(conn);
+	return 0;
+}
+
+/* Both MIGRATEs passed (lock held): the unread bytes move to a leftover the
+ * app reads before the kernel connection; no fabric state is used from now on. */
+static void migrated_locked(struct stk_conn *conn)
+{
+	if (conn->migrated)
+		return;
+	int left_fd;
+	struct stk_leftover *left = stk_leftover_new(conn->ring, conn->ring_size,
+						     conn->ring_head, conn->ring_count, &left_fd);
+	if (left || conn->ring_count == 0) {
+		conn->ring_count = 0;
+		conn->left_fd = left_fd;
+		__atomic_store_n(&conn->left, left, __ATOMIC_RELEASE);
+	} else {
+		FSK_WARN("fd %d: migration: out of memory: %zu unread bytes dropped", conn->fd,
+			 conn->ring_count);
+		stk_count_add(STK_C_MIGRATE_LEFTOVER_LOST, conn->ring_count);
+		conn->ring_count = 0;
+	}
+	__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&conn->migrated, true, __ATOMIC_RELEASE);
+	if (!left)
+		__atomic_store_n(&conn->kernel_only, true, __ATOMIC_RELEASE);
+}
+
+bool stk_conn_migrate_begin(struct stk_conn *conn)
+{
+	uint64_t deadline = now_ns() + CLOSE_DRAIN_NS;
+	for (;;) {
+		pthread_mutex_lock(&conn->lock);
+		int ret = send_migrate_locked(conn);
+		bool wait = !conn->mig_rx;
+		pthread_mutex_unlock(&conn->lock);
+		if (ret == 0)
+			return wait;
+		if (now_ns() > deadline) {
+			/* Cannot even post it: give the connection up to the kernel. */
+			pthread_mutex_lock(&conn->lock);
+			conn->mig_rx = true;
+			mig_tx_done_locked(conn);
+			pthread_mutex_unlock(&conn->lock);
+			return false;
+		}
+		progress(conn);
+		cpu_relax();
+	}
+}
+
+int stk_conn_migrate_finish(struct stk_conn *conn, bool give_up)
+{
+	pthread_mutex_lock(&conn->lock);
+	int ret = 1;
+	if (!conn->migrated) {
+		if (!conn->mig_tx || !conn->mig_rx) {
+			if (!give_up) {
+				pthread_mutex_unlock(&conn->lock);
+				return 0;
+			}
+			ret = conn->mig_rx ? 1 : -1;
+			conn->mig_rx = true;
+			if (!conn->mig_tx)
+				mig_tx_done_locked(conn);
+		}
+		migrated_locked(conn);
+	}
+	pthread_mutex_unlock(&conn->lock);
+	return ret;
+}
+
 /* A state change is complete (lock held): tell epoll sets watching us. The
  * generation was bumped before the change (ET readers read events first). */
 static void changed(struct stk_conn *conn)
 {
 	stk_ready_notify(&conn->watch);
+}
+
+/* The peer's MIGRATE arrived (lock held, inside the delivery): answer it now
+ * when the provider has room, else from the next progress. */
+static void peer_migrates_locked(struct stk_conn *conn)
+{
+	conn->mig_rx = true;
+	if (conn->mig_tx) {
+		migrated_locked(conn); /* the answer to ours, or a simultaneous one */
+		return;
+	}
+	if (send_migrate_locked(conn) == 0) {
+		stk_migrate_note(conn, STK_MIGRATE_REASON_PEER);
+	} else if (!conn->mig_reply) {
+		conn->mig_reply = true;
+		__atomic_fetch_add(&replies_pending, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static int answering; /* one thread scans for pending answers at a time */
+
+static void answer_pending(void)
+{
+	if (__atomic_exchange_n(&answering, 1, __ATOMIC_ACQUIRE))
+		return;
+	for (uint32_t slot = 0; slot < STK_CONN_MAX; slot++) {
+		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
+		if (!conn || !__atomic_load_n(&conn->mig_reply, __ATOMIC_RELAXED))
+			continue;
+		pthread_mutex_lock(&conn->lock);
+		if (conn->mig_reply && send_migrate_locked(conn) == 0) {
+			conn->mig_reply = false;
+			__atomic_fetch_sub(&replies_pending, 1, __ATOMIC_RELAXED);
+			stk_migrate_note(conn, STK_MIGRATE_REASON_PEER);
+		}
+		pthread_mutex_unlock(&conn->lock);
+	}
+	__atomic_store_n(&answering, 0, __ATOMIC_RELEASE);
 }
 
 static void protocol_reset(struct stk_conn *conn, const char *why)
@@ -373,6 +556,9 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 	pthread_mutex_lock(&conn->lock);
 	if (conn->reset) {
 		/* already dead: drop */
+	} else if (conn->mig_rx) {
+		/* nothing may follow the peer's MIGRATE: a stale duplicate */
+		stk_count(STK_C_FAB_STRAY_MSGS);
 	} else if (le32toh(hdr.seq) != conn->rx_seq) {
 		protocol_reset(conn, "sequence gap");
 	} else {
@@ -407,6 +593,8 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 				conn->fin_rcvd = true;
 			if (flags & STK_MSG_CLOSE)
 				conn->peer_closed = true;
+			if (flags & STK_MSG_MIGRATE)
+				peer_migrates_locked(conn);
 		}
 		changed(conn);
 	}
@@ -462,8 +650,9 @@ static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field
 /* Give consumed bytes back to the sender, batched (lock held). */
 static void grant_credit(struct stk_conn *conn, bool force)
 {
-	if (!conn->fab || conn->reset || conn->peer_closed || conn->credit_owed == 0)
-		return;
+	if (!conn->fab || conn->reset || conn->peer_closed || conn->credit_owed == 0 ||
+	    conn->mig_tx || conn->mig_rx)
+		return; /* nothing on the fabric after our MIGRATE; none needed after theirs */
 	if (!force && conn->credit_owed < conn->ring_size / 4)
 		return;
 	uint64_t grant = conn->credit_owed;
@@ -480,7 +669,8 @@ static int post_control(struct stk_conn *conn, uint16_t flags, bool tracked)
 	uint64_t deadline = now_ns() + CLOSE_DRAIN_NS;
 	for (;;) {
 		pthread_mutex_lock(&conn->lock);
-		int ret = post_locked(conn, flags, 0, NULL, 0, tracked);
+		/* after our MIGRATE the kernel connection says it (shutdown, close) */
+		int ret = conn->mig_tx ? 0 : post_locked(conn, flags, 0, NULL, 0, tracked);
 		pthread_mutex_unlock(&conn->lock);
 		if (ret != -EAGAIN)
 			return ret;
@@ -644,8 +834,9 @@ static int block_wait(struct stk_conn *conn, short events, int timeo_opt,
 	}
 }
 
+/* Sets *to_kernel when our MIGRATE is out: the rest goes on the kernel. */
 static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int flags,
-			 struct block_wait *bw)
+			 struct block_wait *bw, bool *to_kernel)
 {
 	bool nonblock = conn->nonblock || (flags & MSG_DONTWAIT);
 	uint16_t urg = (flags & MSG_OOB) ? STK_MSG_URG : 0;
@@ -658,6 +849,11 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 	for (;;) {
 		int err = 0;
 		pthread_mutex_lock(&conn->lock);
+		if (conn->mig_tx) {
+			pthread_mutex_unlock(&conn->lock);
+			*to_kernel = true;
+			return (ssize_t)sent;
+		}
 		if (conn->reset) {
 			/* as the kernel: ECONNRESET once, EPIPE afterwards */
 			err = conn->reset_reported ? -EPIPE : -ECONNRESET;
@@ -722,17 +918,30 @@ ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
 {
 	if (stk_ready_bad_user_range(buf, len))
 		return -EFAULT; /* as the kernel, instead of a SIGSEGV it never raises */
+	if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+		return stk_migrated_send(conn, buf, len, flags);
 	struct block_wait bw = { .ready = false };
-	ssize_t ret = send_loop(conn, buf, len, flags, &bw);
+	bool to_kernel = false;
+	ssize_t ret = send_loop(conn, buf, len, flags, &bw, &to_kernel);
 	stk_ready_restore_signals(&bw.sigs);
-	/* A partial urgent send: as Linux, the last byte that went is urgent. */
-	if ((flags & MSG_OOB) && ret > 0 && (size_t)ret < len)
+	if (to_kernel && (size_t)ret < len &&
+	    !(ret > 0 && (conn->nonblock || (flags & MSG_DONTWAIT)))) {
+		ssize_t k = stk_migrated_send(conn, (const uint8_t *)buf + ret, len - (size_t)ret,
+					      flags);
+		if (k < 0)
+			return ret ? ret : k;
+		ret += k;
+	} else if ((flags & MSG_OOB) && ret > 0 && (size_t)ret < len) {
+		/* A partial urgent send: as Linux, the last byte that went is urgent. */
 		post_control(conn, STK_MSG_URG, false);
+	}
 	return ret;
 }
 
+/* Sets *to_kernel when the ring is empty after the peer's MIGRATE: the rest
+ * comes from the kernel connection. */
 static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags,
-			 struct block_wait *bw)
+			 struct block_wait *bw, bool *to_kernel)
 {
 	bool nonblock = conn->nonblock || (flags & MSG_DONTWAIT);
 	bool peek = flags & MSG_PEEK;
@@ -748,6 +957,11 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 			pthread_mutex_unlock(&conn->lock);
 			/* as the kernel: ECONNRESET once, then EOF */
 			return got ? (ssize_t)got : first ? -ECONNRESET : 0;
+		}
+		if (conn->mig_rx && conn->ring_count == 0) {
+			pthread_mutex_unlock(&conn->lock);
+			*to_kernel = true;
+			return (ssize_t)got;
 		}
 		size_t want = peek ? len : len - got, skip = 0;
 		size_t n = conn->ring_count < want ? conn->ring_count : want;
@@ -785,11 +999,22 @@ ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
 {
 	if (stk_ready_bad_user_range(buf, len))
 		return -EFAULT;
+	if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+		return stk_migrated_recv(conn, buf, len, flags);
 	if (flags & MSG_OOB)
 		return recv_oob(conn, buf, len, flags);
 	struct block_wait bw = { .ready = false };
-	ssize_t ret = recv_loop(conn, buf, len, flags, &bw);
+	bool to_kernel = false;
+	ssize_t ret = recv_loop(conn, buf, len, flags, &bw, &to_kernel);
 	stk_ready_restore_signals(&bw.sigs);
+	if (to_kernel && (ret == 0 || ((flags & MSG_WAITALL) && !(flags & MSG_PEEK) &&
+				       (size_t)ret < len))) {
+		ssize_t k = stk_migrated_recv(conn, (uint8_t *)buf + ret, len - (size_t)ret,
+					      flags);
+		if (k < 0)
+			return ret ? ret : k;
+		ret += k;
+	}
 	return ret;
 }
 
@@ -816,7 +1041,12 @@ size_t stk_conn_readable(struct stk_conn *conn)
 	size_t n = conn->ring_count;
 	if (conn->urg && conn->urg_seq >= rx_pos(conn) && !oob_inline(conn))
 		n = (size_t)(conn->urg_seq - rx_pos(conn)); /* Linux's tcp_inq */
+	n += stk_leftover_count(conn->left);
+	bool kernel = conn->mig_rx;
 	pthread_mutex_unlock(&conn->lock);
+	int k = 0;
+	if (kernel && stk_sys.ioctl(conn->fd, FIONREAD, &k) == 0 && k > 0)
+		n += (size_t)k;
 	return n;
 }
 
@@ -861,6 +1091,24 @@ int stk_shutdown(struct stk_conn *conn, int how)
 {
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
+	pthread_mutex_lock(&conn->lock);
+	bool kernel = conn->mig_tx;
+	if (kernel) { /* the kernel carries the stream now (both ways soon) */
+		if (how != SHUT_WR) {
+			conn->rd_shut = true;
+			conn->ring_count = 0;
+			if (conn->left) {
+				uint8_t sink[4096];
+				while (stk_leftover_take(conn->left, sink, sizeof(sink), false))
+					;
+			}
+		}
+		if (how != SHUT_RD)
+			conn->fin_sent = true;
+	}
+	pthread_mutex_unlock(&conn->lock);
+	if (kernel)
+		return stk_sys.shutdown(conn->fd, how) == 0 ? 0 : -errno;
 	if (how != SHUT_WR) {
 		pthread_mutex_lock(&conn->lock);
 		__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
@@ -875,9 +1123,11 @@ int stk_shutdown(struct stk_conn *conn, int how)
 	if (how == SHUT_RD)
 		return 0;
 	pthread_mutex_lock(&conn->lock);
-	bool need = !conn->fin_sent && !conn->reset && conn->fab;
+	bool need = !conn->fin_sent && !conn->reset && conn->fab && !conn->mig_tx;
 	__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
 	conn->fin_sent = true;
+	if (conn->mig_tx) /* migrated meanwhile */
+		stk_sys.shutdown(conn->fd, SHUT_WR);
 	changed(conn);
 	pthread_mutex_unlock(&conn->lock);
 	if (!need)
@@ -926,15 +1176,27 @@ static void check_liveness(struct stk_conn *conn)
 	/* While negotiating the kernel stream carries the negotiation (stk_lazy.c). */
 	if (__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_FABRIC)
 		return;
+	if (__atomic_load_n(&conn->mig_rx, __ATOMIC_ACQUIRE)) {
+		/* the kernel connection carries the data now: a new edge (EPOLLET) */
+		__atomic_fetch_add(&conn->generation, 1, __ATOMIC_RELEASE);
+		return;
+	}
 	char byte;
 	ssize_t n = stk_sys.recv(conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
-	uint64_t deadline = now_ns() + HUP_GRACE_NS;
+	/* Bytes: the peer migrated (its MIGRATE left before them and is near);
+	 * EOF: it closed (FIN|CLOSE left before) or migrated and closed. */
+	uint64_t deadline = now_ns() + (n > 0 ? MIGRATE_GRACE_NS : HUP_GRACE_NS);
 	for (;;) {
 		progress(conn);
 		pthread_mutex_lock(&conn->lock);
-		bool settled = conn->reset || (conn->fin_rcvd && conn->peer_closed);
+		bool settled = conn->reset || (conn->fin_rcvd && conn->peer_closed) ||
+			       conn->mig_rx;
+		if (conn->mig_rx) {
+			pthread_mutex_unlock(&conn->lock);
+			return;
+		}
 		if (settled || now_ns() > deadline) {
 			if (!settled)
 				protocol_reset(conn, n > 0 ? "bytes on the liveness channel"
@@ -957,6 +1219,8 @@ short stk_poll_events(struct stk_conn *conn)
 {
 	if (__builtin_expect(__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_FABRIC, 0))
 		return stk_lazy_events(conn);
+	if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+		return stk_migrated_events(conn, stk_leftover_count(conn->left));
 	progress(conn);
 	return stk_conn_events(conn);
 }
@@ -965,6 +1229,13 @@ short stk_conn_events(struct stk_conn *conn)
 {
 	short ev = 0;
 	pthread_mutex_lock(&conn->lock);
+	if (conn->mig_rx || conn->mig_tx) {
+		/* half-way (waiting for the peer's MIGRATE or the provider): the
+		 * ring, then the kernel */
+		size_t buffered = conn->ring_count;
+		pthread_mutex_unlock(&conn->lock);
+		return stk_migrated_events(conn, buffered);
+	}
 	grant_credit(conn, false);
 	size_t readable = conn->ring_count;
 	if (__builtin_expect(conn->urg != 0, 0)) {
@@ -1104,9 +1375,13 @@ static void drain_sends(struct stk_conn *conn)
 		linger_ns = (uint64_t)lg.l_linger * 1000000000ull;
 	uint64_t deadline = now_ns() + linger_ns;
 	uint64_t pause = SLEEP_MIN_NS;
+	/* the endpoint itself, also after a migration (progress() stops then; the
+	 * sends made before it still complete here; a forked child has none) */
+	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
 	while (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0 &&
 	       now_ns() < deadline && !peer_gone(conn)) {
-		progress(conn);
+		if (fab)
+			stk_fab_progress(fab);
 		sleep_ns(pause);
 		if (pause < 1000000ull)
 			pause *= 2;
@@ -1129,8 +1404,10 @@ int stk_close(struct stk_conn *conn, bool abortive)
 	pthread_mutex_lock(&conn->lock);
 	/* Nothing to say to a peer that reset or already closed completely (it reads
 	 * nothing more, and its process may be gone: rxm would retry a dead peer). */
-	bool can_send = conn->fab && !conn->reset && !(conn->peer_closed && conn->fin_rcvd);
-	bool rst = abortive || conn->ring_count > 0;
+	bool can_send = conn->fab && !conn->reset && !(conn->peer_closed && conn->fin_rcvd) &&
+			!conn->mig_tx;
+	/* after a migration the kernel decides (another process may hold it) */
+	bool rst = abortive || (conn->ring_count > 0 && !conn->mig_tx);
 	uint16_t flags = rst ? STK_MSG_RST : (conn->fin_sent ? 0 : STK_MSG_FIN) | STK_MSG_CLOSE;
 	conn->fin_sent = true;
 	pthread_mutex_unlock(&conn->lock);
@@ -1142,7 +1419,7 @@ int stk_close(struct stk_conn *conn, bool abortive)
 		/* Data written before close is delivered, like the kernel does. */
 		drain_sends(conn);
 	}
-	if (rst) {
+	if (rst && !conn->mig_tx) {
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 		stk_sys.setsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	}
@@ -1163,4 +1440,65 @@ int stk_close(struct stk_conn *conn, bool abortive)
 	}
 	stk_conn_destroy(conn);
 	return 0;
+}
+
+/* ---- table access and fork ---- */
+
+void stk_conn_table_hold(void)
+{
+	pthread_mutex_lock(&table_lock);
+}
+
+void stk_conn_table_release(void)
+{
+	pthread_mutex_unlock(&table_lock);
+}
+
+struct stk_conn *stk_conn_at(uint32_t slot)
+{
+	return slot < STK_CONN_MAX ? __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE) : NULL;
+}
+
+void stk_conn_atfork_prepare(void)
+{
+	pthread_mutex_lock(&table_lock);
+	for (uint32_t slot = 0; slot < STK_CONN_MAX; slot++)
+		if (conn_table[slot])
+			pthread_mutex_lock(&conn_table[slot]->lock);
+}
+
+void stk_conn_atfork_parent(void)
+{
+	for (uint32_t slot = 0; slot < STK_CONN_MAX; slot++)
+		if (conn_table[slot])
+			pthread_mutex_unlock(&conn_table[slot]->lock);
+	pthread_mutex_unlock(&table_lock);
+}
+
+void stk_conn_atfork_child(void)
+{
+	for (uint32_t slot = 0; slot < STK_CONN_MAX; slot++) {
+		struct stk_conn *conn = conn_table[slot];
+		if (!conn)
+			continue;
+		pthread_mutex_init(&conn->lock, NULL);
+		if (!conn->migrated && conn->fab) {
+			/* Created while the parent prepared the fork (another thread):
+			 * the parent keeps it on the fabric; the child cannot. */
+			stk_count(STK_C_MIGRATE_UNPREPARED);
+			FSK_WARN("fd %d: connection inherited without migration (created "
+				 "during fork): the child uses its kernel socket; bytes in "
+				 "flight on the fabric go to the parent", conn->fd);
+			conn->mig_tx = conn->mig_rx = true;
+			migrated_locked(conn);
+		}
+		/* The parent's endpoint, buffers and statistics are not the child's. */
+		conn->fab = NULL;
+		conn->mig_reply = false;
+		conn->tx_outstanding = 0;
+		conn->bytes_tx = conn->bytes_rx = conn->msgs_tx = conn->msgs_rx = 0;
+	}
+	replies_pending = 0;
+	answering = 0;
+	pthread_mutex_init(&table_lock, NULL);
 }

@@ -111,6 +111,18 @@ struct stk_conn {
 	 * change that bumps generation */
 	struct stk_ready_watch watch;
 
+	/* migration to the kernel connection (stk_migrate.h); protected by lock */
+	bool mig_tx;              /* our MIGRATE is sent: we write on the kernel */
+	bool mig_rx;              /* the peer's MIGRATE arrived (or will never come):
+				   * no more fabric data; after the ring, the kernel */
+	bool mig_reply;           /* the peer asked: send our MIGRATE (pending) */
+	bool migrated;            /* atomic: both done, ring moved to left; no
+				   * fabric state is used any more */
+	bool kernel_only;         /* atomic: migrated and left is empty: a plain
+				   * kernel socket (the preload bypasses the stack) */
+	struct stk_leftover *left; /* unread bytes at migration (shared at fork) */
+	int left_fd;              /* its memfd (close-on-exec), or -1 */
+
 	/* statistics, folded into the process counters at close; protected by lock */
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
 };
@@ -136,6 +148,10 @@ int stk_conn_handshake(struct stk_conn *conn, int timeout_ms);
 /* One non-blocking step of it (*posted starts false): 1 done, 0 not yet,
  * -ECONNRESET. */
 int stk_conn_handshake_step(struct stk_conn *conn, bool *posted);
+/* A connection that is migrated from the start: fd (owned) is its kernel
+ * socket, left/left_fd (owned; may be NULL/-1) the bytes to read before it. */
+int stk_conn_create_migrated(int fd, struct stk_leftover *left, int left_fd,
+			     struct stk_conn **out);
 /* Remove from the table and free (no message sent; the kernel fd is not closed). */
 void stk_conn_destroy(struct stk_conn *conn);
 
@@ -197,5 +213,26 @@ int stk_conn_atmark(struct stk_conn *conn);
 /* getsockopt(SO_ERROR): the pending error, taken (ECONNRESET once after a reset,
  * as the kernel: later reads then see EOF), or 0. */
 int stk_conn_take_error(struct stk_conn *conn);
+
+/* ---- migration hooks (stk_migrate.c drives them; contracts in stk_migrate.h) ---- */
+/* Send our MIGRATE now if not sent yet (bounded wait for provider room).
+ * Returns true when the connection needs the peer's answer (mig_rx not set). */
+bool stk_conn_migrate_begin(struct stk_conn *conn);
+/* When mig_tx && mig_rx (or give_up: the peer's MIGRATE is assumed): move the
+ * ring to a leftover and mark migrated. Returns 1 when migrated (now or before),
+ * 0 when still waiting for the peer, -1 when migrated by giving up. */
+int stk_conn_migrate_finish(struct stk_conn *conn, bool give_up);
+/* Drive progress on the connection's fabric (no-op once migrated). */
+void stk_conn_progress(struct stk_conn *conn);
+/* Hold the connection table: no connection is created or freed meanwhile
+ * (bounded use: fork preparation). stk_conn_at(slot) reads a slot. */
+void stk_conn_table_hold(void);
+void stk_conn_table_release(void);
+struct stk_conn *stk_conn_at(uint32_t slot);
+/* fork support: lock the table and every connection (prepare), unlock (parent),
+ * or re-initialise the locks and forget the parent's fabric state (child). */
+void stk_conn_atfork_prepare(void);
+void stk_conn_atfork_parent(void);
+void stk_conn_atfork_child(void);
 
 #endif

@@ -13,6 +13,10 @@ enum {
 	STK_MSG_RST = 1u << 4,    /* abortive close: discard everything, ECONNRESET */
 	STK_MSG_URG = 1u << 5,    /* the last data byte sent so far is urgent (MSG_OOB);
 				   * on a DATA message: its last payload byte */
+	/* The sender's last fabric message on this connection: from now on it
+	 * writes on the kernel connection, and reads it after our MIGRATE (see
+	 * stk_migrate.h). Sent also when credit is zero (it carries no data). */
+	STK_MSG_MIGRATE = 1u << 6,
 };
 
 struct stk_msg_hdr {

@@ -26,6 +26,7 @@ struct stk_sys stk_sys = {
 	.epoll_ctl = epoll_ctl,
 	.epoll_wait = epoll_wait,
 	.ppoll = ppoll,
+	.ioctl = ioctl,
 };
 
 void stk_sys_install(const struct stk_sys *real)

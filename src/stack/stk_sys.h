@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <time.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -40,6 +41,8 @@ struct stk_sys {
 	/* appended for issue 3 (accelerated TCP) */
 	int (*ppoll)(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 		     const sigset_t *sigmask);
+	/* appended for fork/exec migration (FIONREAD of a migrated connection) */
+	int (*ioctl)(int fd, unsigned long request, ...);
 };
 
 extern struct stk_sys stk_sys;

@@ -1,0 +1,95 @@
+/* stk_migrate: moving accelerated connections back to their kernel socket,
+ * mid-stream and exactly, so that fork, exec and fd passing behave as with the
+ * kernel.
+ *
+ * Protocol (both directions, on top of stk_stream's wire):
+ *  - A side migrates by sending MIGRATE on the fabric after its last fabric data
+ *    (a control message: no credit needed) and writes on the kernel connection
+ *    from then on. It sends nothing more on the fabric (no CREDIT either).
+ *  - A side keeps taking fabric data into its ring until the peer's MIGRATE, then
+ *    reads the ring and after it the kernel connection. The kernel connection is
+ *    never read before the peer's MIGRATE arrived, so order is kept.
+ *  - A side that receives MIGRATE answers with its own at once (from the
+ *    delivery, or from the next progress of any call when the provider was
+ *    full). Simultaneous MIGRATEs need nothing special: each side's MIGRATE is
+ *    the answer to the other's.
+ *  - A peer that closed completely (FIN|CLOSE received) or reset never answers;
+ *    its kernel socket tells the rest (EOF/RST).
+ *  - Once both MIGRATEs passed, the bytes the app has not read yet move from the
+ *    ring to a leftover buffer in a MAP_SHARED mapping with a process-shared
+ *    lock: after a fork, whichever process reads first takes them, exactly once
+ *    (as from a kernel receive queue). When the leftover is empty the connection
+ *    is a plain kernel socket (conn->kernel_only): the preload stops routing it
+ *    to the stack; readiness is the kernel's (plus POLLIN while leftover bytes
+ *    remain).
+ *
+ * Limits: a peer that does not drive progress (not in a libfabsock call that
+ * reads, polls or waits) within STK_MIGRATE_WAIT_MS cannot answer: the migration
+ * completes without its MIGRATE and fabric bytes it sends before it notices are
+ * lost (counted in migrate_timeout, logged). Leftover bytes cross an exec when
+ * the new image runs libfabsock (the memfd and the fd are named in
+ * FABSOCK_INHERIT, see stk_accel_adopt); not an SCM_RIGHTS transfer (they
+ * stay readable through the sender's fd): counted in migrate_leftover_lost. */
+#ifndef STK_MIGRATE_H
+#define STK_MIGRATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct stk_conn;
+
+#define STK_MIGRATE_WAIT_MS 1000 /* total wait for the peers' answers */
+
+enum stk_migrate_reason {
+	STK_MIGRATE_REASON_FORK,
+	STK_MIGRATE_REASON_EXEC,
+	STK_MIGRATE_REASON_PASS,
+	STK_MIGRATE_REASON_PEER,
+};
+
+/* ---- leftover: unread bytes at migration, shareable across fork ---- */
+struct stk_leftover;
+/* A copy of count bytes of ring (size bytes, first at head). NULL when count
+ * is 0. Shared memory when possible (a memfd, returned in *fd_out, close-on-
+ * exec, or -1 when anonymous), else private (logged). */
+struct stk_leftover *stk_leftover_new(const uint8_t *ring, size_t size, size_t head,
+				      size_t count, int *fd_out);
+/* Map the leftover of a memfd handed down through an exec (stk_accel_adopt);
+ * NULL when it is not one. The caller may close memfd afterwards. */
+struct stk_leftover *stk_leftover_open(int memfd);
+/* Take (or peek) up to len bytes; returns how many. */
+size_t stk_leftover_take(struct stk_leftover *left, void *dst, size_t len, bool peek);
+size_t stk_leftover_count(struct stk_leftover *left);
+void stk_leftover_free(struct stk_leftover *left);
+
+/* ---- data calls on a connection whose fabric part is over ---- */
+/* Receive: leftover bytes first, then the kernel connection. Also used for the
+ * rest of a call that found the ring empty after the peer's MIGRATE. */
+ssize_t stk_migrated_recv(struct stk_conn *conn, void *buf, size_t len, int flags);
+/* Send on the kernel connection (MSG_NOSIGNAL added: the preload raises SIGPIPE). */
+ssize_t stk_migrated_send(struct stk_conn *conn, const void *buf, size_t len, int flags);
+/* Kernel readiness of conn->fd, with POLLIN while extra_in bytes are buffered. */
+short stk_migrated_events(struct stk_conn *conn, size_t extra_in);
+
+/* Count and log (once per reason, info) a connection that finished migrating. */
+void stk_migrate_note(struct stk_conn *conn, enum stk_migrate_reason why);
+
+/* ---- whole-process operations ---- */
+/* Migrate conns (n of them; NULL entries skipped): send every MIGRATE, then
+ * drive progress until every peer answered or STK_MIGRATE_WAIT_MS passed.
+ * Returns the number of peers that did not answer. */
+unsigned stk_migrate_conns(struct stk_conn **conns, size_t n, enum stk_migrate_reason why);
+/* Every accelerated connection of the process (before fork/daemon). */
+unsigned stk_migrate_all(enum stk_migrate_reason why);
+
+/* fork: register once (pthread_atfork) from the preload. prepare takes the
+ * stack's locks (no other thread is inside them in the child); child abandons
+ * the parent's fabric endpoints without touching them (new connections open
+ * fresh ones), and makes every inherited connection a migrated one. */
+void stk_migrate_atfork_prepare(void);
+void stk_migrate_atfork_parent(void);
+void stk_migrate_atfork_child(void);
+
+#endif
