@@ -7,6 +7,7 @@
 #include "stack/stk_accel.h"
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
+#include "stack/stk_epoll.h"
 #include "stack/stk_hooks.h"
 #include "stack/stk_log.h"
 #include "stack/stk_ready.h"
@@ -72,10 +73,14 @@ static void guard_leave(void)
 static struct stk_conn *ready_lookup(int fd)
 {
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	struct stk_conn *conn = sock ? stk_accel_conn(sock) : NULL;
-	/* settled on the kernel: a kernel fd for readiness */
-	if (conn && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_KERNEL)
+	struct stk_conn *conn = sock ? sock->conn : NULL;
+	/* settled on the kernel, or migrated there with nothing left to read: a
+	 * kernel fd for readiness; epoll sets still holding it hand it to their
+	 * kernel set first (so the app's next epoll_ctl finds it there) */
+	if (conn && stk_ready_phase(conn) == STK_PHASE_KERNEL) {
+		stk_epoll_conn_changed(conn);
 		return NULL;
+	}
 	return conn;
 }
 

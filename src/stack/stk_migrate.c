@@ -143,8 +143,9 @@ ssize_t stk_migrated_recv(struct stk_conn *conn, void *buf, size_t len, int flag
 {
 	struct stk_leftover *left = __atomic_load_n(&conn->left, __ATOMIC_ACQUIRE);
 	size_t n = stk_leftover_take(left, buf, len, flags & MSG_PEEK);
-	if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE) && stk_leftover_count(left) == 0)
-		__atomic_store_n(&conn->kernel_only, true, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE) && stk_leftover_count(left) == 0 &&
+	    !__atomic_exchange_n(&conn->kernel_only, true, __ATOMIC_ACQ_REL))
+		stk_epoll_conn_changed(conn); /* epoll sets hand it to their kernel set */
 	if (n && (n == len || !(flags & MSG_WAITALL) || (flags & MSG_PEEK)))
 		return (ssize_t)n;
 	ssize_t k = stk_sys.recv(conn->fd, (uint8_t *)buf + n, len - n, flags);

@@ -38,8 +38,12 @@ static struct stk_fab *conn_fab(struct stk_conn *conn)
 	return __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
 }
 
+/* As readiness sees it: a conn migrated to its kernel socket with no leftover
+ * bytes (stk_migrate.h) is on the kernel as much as one that settled there. */
 static int conn_phase(struct stk_conn *conn)
 {
+	if (__atomic_load_n(&conn->kernel_only, __ATOMIC_RELAXED))
+		return STK_PHASE_KERNEL;
 	return __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
 }
 

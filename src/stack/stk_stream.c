@@ -367,6 +367,7 @@ static ssize_t recv_oob(struct stk_conn *conn, void *buf, size_t len, int flags)
 static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field,
 		       const void *payload, size_t plen, bool tracked);
 static void migrated_locked(struct stk_conn *conn);
+static void changed(struct stk_conn *conn);
 
 /* Our MIGRATE is posted (lock held): what the app did to the stream before
  * must now be visible on the kernel connection too. */
@@ -427,6 +428,9 @@ static void migrated_locked(struct stk_conn *conn)
 	__atomic_store_n(&conn->migrated, true, __ATOMIC_RELEASE);
 	if (!left)
 		__atomic_store_n(&conn->kernel_only, true, __ATOMIC_RELEASE);
+	/* epoll sets re-evaluate it: the leftover, then the kernel socket (or,
+	 * with nothing left, they hand it to their kernel set) */
+	changed(conn);
 }
 
 bool stk_conn_migrate_begin(struct stk_conn *conn)

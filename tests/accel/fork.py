@@ -65,8 +65,15 @@ def expect(got, want, what):
 
 
 def accel_check(conn, what):
-    if lib.fsk_fd_accelerated(conn.fileno()) != 1:
-        fail("%s: the connection is not accelerated (nothing to migrate)" % what)
+    # accept() returns before the negotiation ends (it completes in the
+    # background or in the ends' next calls): poll drives it, bounded
+    p = select.poll()
+    p.register(conn.fileno(), select.POLLPRI)
+    deadline = time.monotonic() + 5
+    while lib.fsk_fd_accelerated(conn.fileno()) != 1:
+        if time.monotonic() > deadline:
+            fail("%s: the connection is not accelerated (nothing to migrate)" % what)
+        p.poll(10)
 
 
 def wait_child(pid):
