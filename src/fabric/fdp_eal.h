@@ -17,6 +17,14 @@ int fdp_eal_start(void) FDP_HIDDEN;
 void fdp_eal_cleanup(void) FDP_HIDDEN;
 /* Name of the port's mbuf pool (created by fdp_port.c, freed at cleanup). */
 void fdp_eal_pool_name(uint16_t port, char *out, size_t cap) FDP_HIDDEN;
+/* fdp_pool.c: create a pktmbuf pool of n mbufs (no per-lcore cache).
+ * packed: objects back to back in one memory chunk, as net_af_xdp needs
+ * (it registers the pool as one UMEM region, see there); else DPDK's
+ * default layout. NULL with rte_errno set (and one FDP_WARN line when the
+ * pool could not be packed into one chunk). */
+struct rte_mempool;
+struct rte_mempool *fdp_pool_create(const char *name, unsigned int n, uint16_t data_room,
+				    int socket, bool packed) FDP_HIDDEN;
 
 /* fdp_eal_files.c: files outside the process (see there). Before
  * rte_eal_init: remove empty runtime directories of dead provider

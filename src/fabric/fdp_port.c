@@ -153,8 +153,9 @@ static int port_configure(struct fdp_port *p)
 	/* a previous fi_domain that failed after this point left it behind */
 	p->pool = rte_mempool_lookup(pool_name);
 	if (!p->pool)
-		p->pool = rte_pktmbuf_pool_create(pool_name, nb_mbufs, 0, 0,
-			(uint16_t)(RTE_PKTMBUF_HEADROOM + frame_max), (int)rte_socket_id());
+		p->pool = fdp_pool_create(pool_name, nb_mbufs,
+			(uint16_t)(RTE_PKTMBUF_HEADROOM + frame_max), (int)rte_socket_id(),
+			strcmp(info.driver_name, "net_af_xdp") == 0);
 	if (!p->pool) {
 		FDP_WARN(FI_LOG_DOMAIN, "mbuf pool of %u x %u bytes: %s (raise -m in FI_DPDK_EAL_ARGS?)\n",
 			 nb_mbufs, frame_max, rte_strerror(rte_errno));

@@ -32,6 +32,7 @@ src_fabric_libdpdk_fi_la_SOURCES = \
 	src/fabric/fdp_eq.c \
 	src/fabric/fdp_fabric.c \
 	src/fabric/fdp_init.c \
+	src/fabric/fdp_pool.c \
 	src/fabric/fdp_port.c \
 	src/fabric/fdp_port.h \
 	src/fabric/fdp_progress.c \
