@@ -7,6 +7,7 @@
 #include "stack/stk_sys.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -249,22 +250,71 @@ void stk_conn_make_decision(struct stk_nego_msg *msg, uint16_t type, uint16_t st
 
 /* ---- the blocking entry point (stk_accel_attach) ---- */
 
-static int finish(struct stk_conn *conn, struct stk_conn **out, struct stk_attach_info *info,
-		  const char *who)
+static int accelerated(struct stk_conn *conn, struct stk_conn **out, struct stk_attach_info *info)
 {
-	int fd = conn->fd;
-	if (stk_conn_handshake(conn, STK_NEGO_HANDSHAKE_MS) != 0) {
-		const char *name = stk_fab_name(conn->fab);
-		stk_conn_destroy(conn);
-		return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
-					  "%s: no fabric message from the %s within %d ms", name, who,
-					  STK_NEGO_HANDSHAKE_MS);
-	}
 	snprintf(info->provider, sizeof(info->provider), "%s", stk_fab_name(conn->fab));
 	count_accel(info->provider);
-	FSK_DBG("fd %d: accelerated over %s (slot %u)", fd, info->provider, conn->slot);
+	FSK_DBG("fd %d: accelerated over %s (slot %u)", conn->fd, info->provider, conn->slot);
 	*out = conn;
 	return 0;
+}
+
+/* Server after its ACK: it alone decides whether the fabric works (stk_nego.h,
+ * rule 5) and tells the client on the kernel stream. */
+static int server_finish(struct stk_conn *conn, struct stk_conn **out,
+			 struct stk_attach_info *info)
+{
+	int fd = conn->fd;
+	bool works = stk_conn_handshake(conn, STK_NEGO_HANDSHAKE_MS) == 0;
+	struct stk_nego_msg verdict;
+	stk_conn_make_decision(&verdict, works ? STK_NEGO_READY : STK_NEGO_CANCEL,
+			       works ? STK_NEGO_ACCEPT : STK_NEGO_CANCEL_HANDSHAKE);
+	int ret = stk_nego_send_msg(fd, &verdict, STK_NEGO_REPLY_WAIT_MS);
+	if (works && ret == 0)
+		return accelerated(conn, out, info);
+	const char *name = stk_fab_name(conn->fab);
+	stk_conn_destroy(conn);
+	if (ret)
+		return ret;
+	return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+				  "%s: no fabric message from the client within %d ms", name,
+				  STK_NEGO_HANDSHAKE_MS);
+}
+
+/* Client after the ACK: its fabric message, then the server's READY or CANCEL.
+ * It never decides alone (that could split the connection): when no verdict
+ * comes in time the connection is unusable, -ETIMEDOUT. */
+static int client_finish(struct stk_conn *conn, struct stk_conn **out,
+			 struct stk_attach_info *info)
+{
+	int fd = conn->fd;
+	bool posted = false;
+	int waited_ms = 0;
+	for (;;) {
+		stk_conn_handshake_step(conn, &posted); /* post ours, drive progress */
+		struct stk_nego_msg verdict;
+		size_t len = 0;
+		int r = stk_nego_peek(fd, &verdict, &len);
+		if (r == 0 && verdict.type == STK_NEGO_READY) {
+			stk_nego_consume(fd, len);
+			return accelerated(conn, out, info);
+		}
+		if (r == 0 && verdict.type == STK_NEGO_CANCEL) {
+			stk_nego_consume(fd, len);
+			const char *name = stk_fab_name(conn->fab);
+			stk_conn_destroy(conn);
+			return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+						  "%s: the server saw no fabric message from us "
+						  "(status %u)", name, verdict.status);
+		}
+		if (r != -EAGAIN || waited_ms >= STK_NEGO_REPLY_WAIT_MS + STK_NEGO_HANDSHAKE_MS) {
+			stk_conn_destroy(conn);
+			return r == -EAGAIN ? -ETIMEDOUT : r == 0 ? -EBADMSG : r;
+		}
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		stk_sys.poll(&pfd, 1, 1);
+		waited_ms++;
+	}
 }
 
 static int attach_client(int fd, struct stk_conn **out, struct stk_attach_info *info)
@@ -320,16 +370,15 @@ static int attach_client(int fd, struct stk_conn **out, struct stk_attach_info *
 	if (ret == 0 && answer.type != STK_NEGO_ACK)
 		ret = -EBADMSG;
 	if (ret) {
+		/* -ETIMEDOUT: unusable (an ACK may still come; staying on the kernel
+		 * alone could split the connection) */
 		stk_conn_destroy(conn);
-		if (ret == -ETIMEDOUT)
-			return stk_conn_fall_back(info, STK_C_FALLBACK_TIMEOUT, fd,
-					 "no ACK from the server within %d ms", STK_NEGO_REPLY_WAIT_MS);
 		if (ret == -EBADMSG || ret == -EPROTO || ret == -EPROTONOSUPPORT)
 			return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
 					 "malformed ACK from the server");
 		return ret;
 	}
-	return finish(conn, out, info, "server");
+	return client_finish(conn, out, info);
 }
 
 static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *info)
@@ -382,7 +431,7 @@ static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *
 		stk_conn_destroy(conn);
 		return ret;
 	}
-	return finish(conn, out, info, "client");
+	return server_finish(conn, out, info);
 }
 
 void stk_conn_open_providers(void)

@@ -18,9 +18,11 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,7 +56,7 @@ struct stk_lazy {
 	struct stk_nego_msg hello;            /* server: what we offered */
 	struct stk_fab *fabs[STK_NEGO_PROV_MAX];
 	bool hs_posted;
-	uint64_t deadline;        /* C_WAIT_ACK and HANDSHAKE: give up after */
+	uint64_t deadline;        /* server in HANDSHAKE: CANCEL after */
 	bool changed;             /* phase changed: tell the epoll layer (once) */
 	bool priv_lost;           /* the app closed our fd number behind our back */
 	bool held;                /* server: the client sent HOLD */
@@ -62,11 +64,14 @@ struct stk_lazy {
 				   * keeps off: taking the records it waits for
 				   * would leave it asleep) */
 	/* protected by reg_lock */
-	bool listed;
-	struct stk_lazy *next;
+	bool listed;              /* in the registry and the thread's epoll set */
+	struct stk_lazy *prev, *next;   /* registry */
+	int queue;                /* Q_NONE, Q_TODO or Q_AGAIN */
+	struct stk_lazy *qprev, *qnext; /* that queue; qnext: the graveyard once forgotten */
 };
 
 static int providers_ready; /* atomic: this process opened its providers once */
+static __thread bool thread_idle; /* the negotiation thread has no other conn to visit */
 
 static uint64_t now_ns(void)
 {
@@ -193,6 +198,72 @@ static bool hello_cancelled(struct stk_lazy *l, size_t len)
 	return true;
 }
 
+/* Client after the ACK: our fabric message out (and progress driven), then the
+ * server's verdict on the kernel stream decides (stk_nego.h, rule 5); no
+ * timeout of ours, as in C_WAIT_ACK. */
+static bool client_handshake(struct stk_lazy *l)
+{
+	struct stk_attach_info info;
+	struct stk_nego_msg msg;
+	size_t len = 0;
+	stk_conn_handshake_step(l->conn, &l->hs_posted);
+	int r = stk_nego_peek(l->conn->fd, &msg, &len);
+	if (r == -EAGAIN)
+		return false;
+	consume(l, r, len);
+	if (r == 0 && msg.type == STK_NEGO_READY) {
+		to_fabric(l);
+		return true;
+	}
+	if (r == 0 && msg.type == STK_NEGO_CANCEL)
+		stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd,
+				   "%s: the server saw no fabric message from us (status %u)",
+				   stk_fab_name(l->conn->fab), msg.status);
+	else if (r == -ECONNRESET || (r < 0 && r != -EPROTO && r != -EBADMSG &&
+				      r != -EPROTONOSUPPORT))
+		io_fallback(l, r);
+	else
+		stk_conn_fall_back(&info, STK_C_FALLBACK_GARBAGE, l->app_fd,
+				   "malformed READY from the server");
+	to_kernel(l);
+	return true;
+}
+
+/* Server after its ACK: it alone decides whether the fabric works and says so
+ * on the kernel stream before any app byte (READY, or CANCEL after
+ * STK_NEGO_HANDSHAKE_MS without the client's message). */
+static bool server_handshake(struct stk_lazy *l, enum driver by)
+{
+	/* the client's message is microseconds away: a short spin saves a sleep
+	 * per connection, when the thread has nothing else to do (a spin per conn
+	 * of a burst would delay the others' steps, their clients' messages
+	 * among them); app threads wait in slices instead */
+	uint64_t spin_end = by == BY_THREAD && thread_idle ? now_ns() + HS_SPIN_NS : 0;
+	int r;
+	while ((r = stk_conn_handshake_step(l->conn, &l->hs_posted)) == 0 && now_ns() < spin_end)
+		stk_ready_cpu_relax();
+	if (r == 0 && now_ns() < l->deadline)
+		return false;
+	struct stk_nego_msg verdict;
+	stk_conn_make_decision(&verdict, r > 0 ? STK_NEGO_READY : STK_NEGO_CANCEL,
+			       r > 0 ? STK_NEGO_ACCEPT : STK_NEGO_CANCEL_HANDSHAKE);
+	int ret = stk_nego_send_now(l->conn->fd, &verdict);
+	if (r > 0 && ret == 0) {
+		to_fabric(l);
+		return true;
+	}
+	if (ret)
+		io_fallback(l, ret); /* the client learns it from its kernel connection */
+	else {
+		struct stk_attach_info info;
+		stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd,
+				   "%s: no fabric message from the client within %d ms",
+				   stk_fab_name(l->conn->fab), STK_NEGO_HANDSHAKE_MS);
+		to_kernel(l);
+	}
+	return true;
+}
+
 /* One step; returns true when the stage changed (call again). */
 static bool step(struct stk_lazy *l, enum driver by)
 {
@@ -270,7 +341,6 @@ static bool step(struct stk_lazy *l, enum driver by)
 						(struct sockaddr *)&l->local, &reply, &info);
 		if (ret == 0) {
 			send_or_fail(l, &reply);
-			l->deadline = now_ns() + (uint64_t)STK_NEGO_REPLY_WAIT_MS * 1000000ull;
 			set_stage(l, C_WAIT_ACK);
 			return true;
 		}
@@ -281,18 +351,12 @@ static bool step(struct stk_lazy *l, enum driver by)
 		return true;
 	}
 	case C_WAIT_ACK:
+		/* The server decides; no timeout of ours (stk_nego.h, rule 4): a
+		 * server that is slow or stopped is waited for as long as the kernel
+		 * connection lives. */
 		r = stk_nego_peek(conn->fd, &msg, &len);
-		if (r == -EAGAIN) {
-			if (now_ns() < l->deadline)
-				return false;
-			/* A libfabsock server that answers nothing for 2 s (stopped):
-			 * its ACK or CANCEL is removed if it ever comes. */
-			stk_conn_fall_back(&info, STK_C_FALLBACK_TIMEOUT, l->app_fd,
-					   "no ACK from the server within %d ms",
-					   STK_NEGO_REPLY_WAIT_MS);
-			set_stage(l, STRIP_CANCEL);
-			return true;
-		}
+		if (r == -EAGAIN)
+			return false;
 		consume(l, r, len);
 		if (r == 0 && msg.type == STK_NEGO_ACK) {
 			begin_handshake(l);
@@ -310,24 +374,8 @@ static bool step(struct stk_lazy *l, enum driver by)
 					   "malformed ACK from the server");
 		to_kernel(l);
 		return true;
-	case HANDSHAKE: {
-		/* both ends are at it now: the peer's message is microseconds away,
-		 * a short spin saves a sleep (and a thread hop) per connection */
-		uint64_t spin_end = now_ns() + HS_SPIN_NS;
-		while ((r = stk_conn_handshake_step(conn, &l->hs_posted)) == 0 && now_ns() < spin_end)
-			stk_ready_cpu_relax();
-		if (r > 0) {
-			to_fabric(l);
-			return true;
-		}
-		if (r == 0 && now_ns() < l->deadline)
-			return false;
-		stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd,
-				   "%s: no fabric message from the peer within %d ms",
-				   stk_fab_name(conn->fab), STK_NEGO_HANDSHAKE_MS);
-		to_kernel(l);
-		return true;
-	}
+	case HANDSHAKE:
+		return l->client ? client_handshake(l) : server_handshake(l, by);
 	case S_WAIT_REPLY: {
 		r = stk_nego_peek(conn->fd, &msg, &len);
 		if (r == -EAGAIN)
@@ -407,14 +455,67 @@ static void advance(struct stk_lazy *l, enum driver by)
 		;
 }
 
-/* ---- registry and negotiation thread ---- */
+/* ---- registry and negotiation thread ----
+ * Every listed conn's private fd is in the thread's epoll set with the stk_lazy
+ * as its data: a wake-up visits only the conns that have news, O(1) each, plus
+ * the AGAIN queue (a handshake under way makes no kernel event; a conn an app
+ * thread held when its news came must be looked at later). An stk_lazy that was
+ * forgotten may still be named by an event the thread is taking: the thread
+ * frees it (the graveyard) once it took the events of its epoll_wait. */
+
+enum { Q_NONE, Q_TODO, Q_AGAIN };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct stk_lazy *reg_head;   /* pending conns, protected by reg_lock */
-static int thread_epfd = -1;        /* protected by reg_lock */
+/* all protected by reg_lock */
+static struct stk_lazy *reg_head;                  /* listed conns */
+static struct stk_lazy *q_head[3], *q_tail[3];     /* Q_TODO, Q_AGAIN */
+static struct stk_lazy *graveyard;                 /* forgotten, freed by the thread */
+static int thread_epfd = -1;
+static int thread_wakefd = -1;      /* eventfd: work was queued for a sleeping thread */
 static pid_t thread_pid;            /* the process that owns the thread */
+static __thread bool in_thread;     /* the calling thread is the negotiation thread */
 
-/* Tell the epoll layer about a phase change (no lock of ours held but reg_lock). */
+static void q_remove(struct stk_lazy *l)
+{
+	int q = l->queue;
+	if (q == Q_NONE)
+		return;
+	if (l->qprev)
+		l->qprev->qnext = l->qnext;
+	else
+		q_head[q] = l->qnext;
+	if (l->qnext)
+		l->qnext->qprev = l->qprev;
+	else
+		q_tail[q] = l->qprev;
+	l->qprev = l->qnext = NULL;
+	l->queue = Q_NONE;
+}
+
+static void q_push(struct stk_lazy *l, int q)
+{
+	if (l->queue == q)
+		return;
+	q_remove(l);
+	l->queue = q;
+	l->qnext = NULL;
+	l->qprev = q_tail[q];
+	if (q_tail[q])
+		q_tail[q]->qnext = l;
+	else
+		q_head[q] = l;
+	q_tail[q] = l;
+}
+
+static struct stk_lazy *q_pop(int q)
+{
+	struct stk_lazy *l = q_head[q];
+	if (l)
+		q_remove(l);
+	return l;
+}
+
+/* Tell the epoll layer about a phase change (the conn's lock held). */
 static void notify(struct stk_lazy *l)
 {
 	if (!l->changed)
@@ -444,34 +545,138 @@ static void unlist_locked(struct stk_lazy *l)
 {
 	if (!l->listed)
 		return;
-	for (struct stk_lazy **p = &reg_head; *p; p = &(*p)->next)
-		if (*p == l) {
-			*p = l->next;
-			break;
-		}
+	if (l->prev)
+		l->prev->next = l->next;
+	else
+		reg_head = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	l->prev = l->next = NULL;
+	q_remove(l);
 	l->listed = false;
 	if (thread_epfd >= 0 && l->conn->fd >= 0 && !l->priv_lost)
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, l->conn->fd, NULL);
 }
 
+static void unlist(struct stk_lazy *l)
+{
+	pthread_mutex_lock(&reg_lock);
+	unlist_locked(l);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* The thread must look at l again soon although no kernel event may come (a
+ * handshake under way, a step some app call made). */
+static void requeue(struct stk_lazy *l)
+{
+	pthread_mutex_lock(&reg_lock);
+	if (l->listed && l->queue == Q_NONE) {
+		bool idle = !q_head[Q_TODO] && !q_head[Q_AGAIN];
+		q_push(l, Q_AGAIN);
+		uint64_t one = 1;
+		if (idle && !in_thread && thread_wakefd >= 0 && thread_pid == getpid() &&
+		    stk_sys.write(thread_wakefd, &one, sizeof(one)) < 0)
+			FSK_DBG("negotiation thread not woken: %s", strerror(errno));
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* After steps, l's lock held (reg_lock is taken after it: the registry side
+ * only ever try-locks a conn): tell the epoll layer, and either leave the
+ * registry or stay in view of the thread. */
+static void after_steps(struct stk_lazy *l)
+{
+	notify(l);
+	if (settled(l)) {
+		unlist(l);
+		release_priv(l);
+	} else if (l->stage == HANDSHAKE) {
+		requeue(l);
+	}
+}
+
+static void free_lazy(struct stk_lazy *l)
+{
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+}
+
+/* reg_lock held: take the events of one epoll_wait (and the AGAIN queue, when
+ * its time came) into the TODO queue; false when this thread was replaced. */
+static bool take_events(int epfd, const struct epoll_event *evs, int n, bool again,
+			struct stk_lazy **dead)
+{
+	if (thread_epfd != epfd)
+		return false; /* replaced (our epoll fd was closed): touch nothing */
+	for (int i = 0; i < n; i++) {
+		struct stk_lazy *l = evs[i].data.ptr;
+		if (!l) {
+			uint64_t v;
+			if (stk_sys.read(thread_wakefd, &v, sizeof(v)) < 0)
+				FSK_DBG("negotiation wake-up not read: %s", strerror(errno));
+			again = true;
+		} else if (l->listed) {
+			q_push(l, Q_TODO);
+		}
+	}
+	struct stk_lazy *l;
+	while (again && (l = q_pop(Q_AGAIN)))
+		q_push(l, Q_TODO);
+	/* every event naming them was just taken: nothing refers to them any more */
+	*dead = graveyard;
+	graveyard = NULL;
+	return true;
+}
+
+/* Visit the TODO queue; returns how long to wait before the AGAIN queue is due
+ * (0: nothing waits). */
+static uint64_t visit_todo(void)
+{
+	bool hs = false;
+	for (;;) {
+		pthread_mutex_lock(&reg_lock);
+		struct stk_lazy *l = q_pop(Q_TODO);
+		if (!l) {
+			bool again = q_head[Q_AGAIN] != NULL;
+			pthread_mutex_unlock(&reg_lock);
+			return !again ? 0 : hs ? HS_POLL_NS : BUSY_POLL_NS;
+		}
+		if (__atomic_load_n(&l->app_waiting, __ATOMIC_ACQUIRE) ||
+		    pthread_mutex_trylock(&l->lock) != 0) {
+			q_push(l, Q_AGAIN); /* an app thread drives it; look again soon */
+			pthread_mutex_unlock(&reg_lock);
+			continue;
+		}
+		thread_idle = !q_head[Q_TODO] && !q_head[Q_AGAIN];
+		pthread_mutex_unlock(&reg_lock);
+		/* l's lock held: its close waits for this step */
+		advance(l, BY_THREAD);
+		hs |= l->stage == HANDSHAKE;
+		after_steps(l);
+		pthread_mutex_unlock(&l->lock);
+	}
+}
+
 static void *thread_main(void *arg)
 {
-	(void)arg;
+	int epfd = (int)(intptr_t)arg;
+	in_thread = true;
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* the app's signals are not for us */
-	struct epoll_event evs[64];
-	int timeout_ms = -1;
-	uint64_t nap_ns = 0;
+	struct epoll_event evs[256];
+	uint64_t wait_ns = 0;
 	for (;;) {
-		pthread_mutex_lock(&reg_lock);
-		int epfd = thread_epfd;
-		pthread_mutex_unlock(&reg_lock);
-		if (nap_ns) {
-			struct timespec ts = { 0, (long)nap_ns };
+		int timeout_ms = -1;
+		if (wait_ns == HS_POLL_NS) {
+			/* a handshake under way: finer than epoll_wait's milliseconds */
+			struct timespec ts = { 0, (long)wait_ns };
 			clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+			timeout_ms = 0;
+		} else if (wait_ns) {
+			timeout_ms = (int)((wait_ns + 999999) / 1000000);
 		}
-		int n = stk_sys.epoll_wait(epfd, evs, 64, timeout_ms);
+		int n = stk_sys.epoll_wait(epfd, evs, 256, timeout_ms);
 		if (n < 0 && errno != EINTR) {
 			/* Our epoll fd was closed behind our back (closefrom in a daemon):
 			 * the next negotiation starts a new thread. */
@@ -483,43 +688,26 @@ static void *thread_main(void *arg)
 			pthread_mutex_unlock(&reg_lock);
 			return NULL;
 		}
-		/* Every wake walks every pending conn: the set is small and the
-		 * registration edge-triggered, so nothing is ever missed. */
-		bool busy = false, hs = false;
+		struct stk_lazy *dead = NULL;
 		pthread_mutex_lock(&reg_lock);
-		struct stk_lazy *next;
-		for (struct stk_lazy *l = reg_head; l; l = next) {
-			next = l->next;
-			if (__atomic_load_n(&l->app_waiting, __ATOMIC_ACQUIRE))
-				continue;
-			if (pthread_mutex_trylock(&l->lock) != 0) {
-				busy = true; /* an app thread drives it; look again soon */
-				continue;
-			}
-			advance(l, BY_THREAD);
-			bool done = settled(l);
-			hs |= l->stage == HANDSHAKE;
-			notify(l);
-			pthread_mutex_unlock(&l->lock);
-			if (done) {
-				unlist_locked(l);
-				release_priv(l);
-			}
-		}
+		/* the AGAIN queue is due when we slept for it */
+		bool ok = take_events(epfd, evs, n < 0 ? 0 : n, wait_ns != 0 || n <= 0, &dead);
 		pthread_mutex_unlock(&reg_lock);
-		nap_ns = 0;
-		timeout_ms = -1;
-		if (hs)
-			nap_ns = HS_POLL_NS, timeout_ms = 0;
-		else if (busy)
-			nap_ns = BUSY_POLL_NS, timeout_ms = 0;
+		if (!ok)
+			return NULL;
+		while (dead) {
+			struct stk_lazy *l = dead;
+			dead = l->qnext;
+			free_lazy(l);
+		}
+		wait_ns = visit_todo();
 	}
 	return NULL;
 }
 
 /* reg_lock held. The thread of this process, created on first need (again in a
  * forked child: threads do not survive fork, and the parent's epoll set is
- * shared with it). */
+ * shared with it). Registering the listed conns anew is O(n), but only then. */
 static int ensure_thread_locked(void)
 {
 	pid_t pid = getpid();
@@ -533,9 +721,23 @@ static int ensure_thread_locked(void)
 	}
 	if (thread_epfd >= 0)
 		stk_sys.close(thread_epfd); /* the parent's, inherited */
+	if (thread_wakefd >= 0 && thread_pid != pid)
+		stk_sys.close(thread_wakefd);
+	thread_wakefd = -1;
 	thread_epfd = stk_sys.epoll_create1(EPOLL_CLOEXEC);
 	if (thread_epfd < 0)
 		return -errno;
+	thread_wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = NULL };
+	if (thread_wakefd < 0 ||
+	    stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_ADD, thread_wakefd, &wev) != 0) {
+		int err = errno;
+		if (thread_wakefd >= 0)
+			stk_sys.close(thread_wakefd);
+		stk_sys.close(thread_epfd);
+		thread_wakefd = thread_epfd = -1;
+		return -err;
+	}
 	for (struct stk_lazy *l = reg_head; l; l = l->next) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
 					  .data.ptr = l };
@@ -546,11 +748,12 @@ static int ensure_thread_locked(void)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	pthread_t tid;
-	int ret = pthread_create(&tid, &attr, thread_main, NULL);
+	int ret = pthread_create(&tid, &attr, thread_main, (void *)(intptr_t)thread_epfd);
 	pthread_attr_destroy(&attr);
 	if (ret) {
+		stk_sys.close(thread_wakefd);
 		stk_sys.close(thread_epfd);
-		thread_epfd = -1;
+		thread_wakefd = thread_epfd = -1;
 		return -ret;
 	}
 	thread_pid = pid;
@@ -567,7 +770,10 @@ static void enlist(struct stk_lazy *l)
 		ret = stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_ADD, l->conn->fd, &ev) ? -errno : 0;
 	}
 	if (ret == 0) {
+		l->prev = NULL;
 		l->next = reg_head;
+		if (reg_head)
+			reg_head->prev = l;
 		reg_head = l;
 		l->listed = true;
 	} else {
@@ -577,13 +783,6 @@ static void enlist(struct stk_lazy *l)
 			FSK_WARN("no negotiation thread (%s): negotiations progress only in "
 				 "app calls", strerror(-ret));
 	}
-	pthread_mutex_unlock(&reg_lock);
-}
-
-static void unlist(struct stk_lazy *l)
-{
-	pthread_mutex_lock(&reg_lock);
-	unlist_locked(l);
 	pthread_mutex_unlock(&reg_lock);
 }
 
@@ -670,16 +869,26 @@ void stk_lazy_forget(struct stk_conn *conn)
 	struct stk_lazy *l = conn->lazy;
 	if (!l)
 		return;
-	unlist(l);
-	if (l->priv_lost)
-		conn->fd = -1; /* not ours any more: the close must not touch it */
-	/* an app thread may still be settling on another fd of the same socket:
-	 * the app's race, as with the kernel; wait for its step at least */
+	pthread_mutex_lock(&reg_lock);
+	unlist_locked(l);
+	/* an event the thread has not taken yet may name l: the thread frees it */
+	bool defer = thread_epfd >= 0 && thread_pid == getpid();
+	pthread_mutex_unlock(&reg_lock);
+	/* the thread or an app thread (settling on another fd of the same socket:
+	 * the app's race, as with the kernel) may be in a step: wait for it */
 	pthread_mutex_lock(&l->lock);
 	pthread_mutex_unlock(&l->lock);
-	pthread_mutex_destroy(&l->lock);
+	if (l->priv_lost)
+		conn->fd = -1; /* not ours any more: the close must not touch it */
 	conn->lazy = NULL;
-	free(l);
+	if (!defer) {
+		free_lazy(l);
+		return;
+	}
+	pthread_mutex_lock(&reg_lock);
+	l->qnext = graveyard;
+	graveyard = l;
+	pthread_mutex_unlock(&reg_lock);
 }
 
 /* ---- app side ---- */
@@ -735,13 +944,8 @@ static bool read_decided(struct stk_conn *conn)
 	struct stk_lazy *l = conn->lazy;
 	pthread_mutex_lock(&l->lock);
 	advance(l, BY_APP);
-	bool done = settled(l);
-	notify(l);
+	after_steps(l);
 	pthread_mutex_unlock(&l->lock);
-	if (done) {
-		unlist(l);
-		release_priv(l);
-	}
 	int phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
 	return phase == STK_PHASE_FABRIC || phase == STK_PHASE_KERNEL;
 }
@@ -768,7 +972,7 @@ static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
 		return w < 0 ? w : __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
 	}
 	struct stk_lazy *l = conn->lazy;
-	uint64_t start = 0, deadline = 0;
+	uint64_t start = 0, deadline = 0, decide_start = 0;
 	for (;;) {
 		int phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
 		if (!l || phase == STK_PHASE_FABRIC || phase == STK_PHASE_KERNEL)
@@ -782,13 +986,8 @@ static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
 		if (for_write && deadline && now_ns() >= deadline)
 			give_up_for_write(l);
 		enum stage st = l->stage;
-		bool done = settled(l);
-		notify(l);
+		after_steps(l);
 		pthread_mutex_unlock(&l->lock);
-		if (done) {
-			unlist(l);
-			release_priv(l);
-		}
 		phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
 		if (phase == STK_PHASE_FABRIC || phase == STK_PHASE_KERNEL)
 			return phase;
@@ -796,6 +995,14 @@ static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
 			return phase;
 		if (nonblock && !(for_write && st != C_CONNECTING))
 			return -EAGAIN;
+		/* Waiting for the server's decision has no deadline (stk_nego.h, rule
+		 * 4); a non-blocking write waits for it at most this long per call. */
+		if (nonblock && (st == C_WAIT_ACK || st == HANDSHAKE)) {
+			if (!decide_start)
+				decide_start = now_ns();
+			else if (now_ns() - decide_start > (uint64_t)STK_NEGO_REPLY_WAIT_MS * 1000000ull)
+				return -EAGAIN;
+		}
 		/* Wait for the peer's bytes (or the connect), in slices: the thread may
 		 * take them first, and a handshake makes no kernel event. */
 		uint64_t slice = st == HANDSHAKE ? HS_POLL_NS : SETTLE_SLICE_NS;
@@ -840,12 +1047,8 @@ static void refuse(struct stk_lazy *l)
 		}
 		enum stage st = l->stage;
 		bool done = settled(l);
-		notify(l);
+		after_steps(l);
 		pthread_mutex_unlock(&l->lock);
-		if (done) {
-			unlist(l);
-			release_priv(l);
-		}
 		/* Settled, or on the way to the kernel with nothing there yet (a late
 		 * record is removed by the thread when it comes), or negotiating
 		 * with a server that decides (it may still choose the fabric). */
@@ -866,15 +1069,16 @@ short stk_lazy_events(struct stk_conn *conn)
 	struct stk_lazy *l = conn->lazy;
 	if (l && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_PENDING &&
 	    pthread_mutex_trylock(&l->lock) == 0) {
-		if (l->stage == C_WAIT_HELLO && l->client) {
+		enum stage before = l->stage;
+		/* a handshake the server finished (READY there, or the client's
+		 * message here): the peer's bytes are readable now, as on the kernel
+		 * once its write returned */
+		if ((before == C_WAIT_HELLO && l->client) || before == HANDSHAKE)
 			step(l, BY_APP);
-		} else if (l->stage == HANDSHAKE &&
-			   stk_conn_handshake_step(conn, &l->hs_posted) > 0) {
-			/* the peer already sends: its bytes are readable now, as on
-			 * the kernel once its write returned (the thread tells the
-			 * other waiters at its next pass) */
-			to_fabric(l);
-		}
+		/* the thread tells the other waiters and releases what is done (not
+		 * here: the caller may hold epoll locks) */
+		if (l->stage != before && (l->stage == DONE || l->stage == HANDSHAKE))
+			requeue(l);
 		pthread_mutex_unlock(&l->lock);
 		if (__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_FABRIC)
 			return stk_poll_events(conn);

@@ -67,6 +67,12 @@ static void put_prov(struct wbuf *w, const struct stk_nego_prov *prov)
 	put(w, prov->addr, prov->addr_len <= STK_FAB_ADDR_MAX ? prov->addr_len : 0);
 }
 
+/* The server's records: a status and nothing else. */
+static bool is_decision(uint16_t type)
+{
+	return type == STK_NEGO_ACK || type == STK_NEGO_CANCEL || type == STK_NEGO_READY;
+}
+
 ssize_t stk_nego_encode(const struct stk_nego_msg *msg, uint8_t *buf, size_t cap)
 {
 	struct wbuf w = { .p = buf, .cap = cap < STK_NEGO_MSG_MAX ? cap : STK_NEGO_MSG_MAX };
@@ -78,7 +84,7 @@ ssize_t stk_nego_encode(const struct stk_nego_msg *msg, uint8_t *buf, size_t cap
 	put_u32(&w, 0); /* length, patched below */
 	if (msg->type != STK_NEGO_HELLO)
 		put_u16(&w, msg->status);
-	if (msg->type == STK_NEGO_ACK || msg->type == STK_NEGO_CANCEL)
+	if (is_decision(msg->type))
 		goto done; /* the server's decision: a status and nothing else */
 	put(&w, msg->boot_id, 16);
 	put_u64(&w, msg->netns);
@@ -182,13 +188,13 @@ int stk_nego_decode(const uint8_t *buf, size_t len, struct stk_nego_msg *msg, si
 	if (len < total)
 		return -EAGAIN;
 	r.len = total;
-	if (msg->type < STK_NEGO_HELLO || msg->type > STK_NEGO_CANCEL)
+	if (msg->type < STK_NEGO_HELLO || msg->type > STK_NEGO_READY)
 		return -EBADMSG;
 	if (msg->type != STK_NEGO_HELLO)
 		msg->status = get_u16(&r);
 	if (msg->version != STK_NEGO_VERSION)
 		return r.short_read ? -EBADMSG : -EPROTONOSUPPORT;
-	if (msg->type == STK_NEGO_ACK || msg->type == STK_NEGO_CANCEL)
+	if (is_decision(msg->type))
 		return r.short_read || r.pos != total ? -EBADMSG : 0;
 	get(&r, msg->boot_id, 16);
 	msg->netns = get_u64(&r);

@@ -1,7 +1,7 @@
 /* stk_nego: the negotiation on the kernel TCP connection, and the marking that
  * keeps it invisible to plain (non-libfabsock) peers.
  *
- * THE PROTOCOL (version 2). Properties P1-P4 of ARCHITECTURE.md hold by these rules:
+ * THE PROTOCOL (version 3). Properties P1-P4 of ARCHITECTURE.md hold by these rules:
  *  1. Client side, before connect() (blocking or not): stk_nego_mark_syn() sets
  *     IP_TOS (IPv6: IPV6_TCLASS) to STK_NEGO_SYN_TOS, so the SYN carries the mark;
  *     once the connection is established stk_nego_unmark() restores 0.
@@ -38,9 +38,17 @@
  *       and removes a REPLY that crossed it.
  *     - a client that fell back removes a HELLO and a CANCEL at the start of its
  *       stream; a server that cancelled removes a REPLY at the start of its stream.
- *  5. After the ACK, each end sends one fabric message and waits (≤ 2 s) for the
- *     other's before any app byte moves; if the fabric does not work both ends
- *     see it and stay on the kernel (no app byte was sent on either path yet).
+ *     - a client that sent a REPLY ACCEPT never decides alone: it waits for the
+ *       ACK or CANCEL as long as its kernel connection lives (a live libfabsock
+ *       server always decides; a timeout of its own could cross an ACK and split
+ *       the connection between the two paths).
+ *  5. After the ACK, each end sends one fabric message. The server alone decides
+ *     whether the fabric works: once it has the client's message it sends READY
+ *     on the kernel stream and moves to the fabric; when that message does not
+ *     come within STK_NEGO_HANDSHAKE_MS it sends CANCEL (status HANDSHAKE) and
+ *     stays on the kernel. The client moves to the fabric on READY, to the kernel
+ *     on CANCEL, and again waits for either as long as its kernel connection
+ *     lives. No app byte moves on either path before this record.
  *  The records are consumed as soon as they arrive (a per-process negotiation
  *  thread, stk_lazy.h), so an app reading through a path we do not interpose
  *  (stdio inside libc) does not see them. Every outcome is counted, each distinct
@@ -48,9 +56,9 @@
  *
  * Wire (little-endian): a 16-byte header stable across versions
  *   magic[8] = 7f 'f' 's' 'k' 'N' 'E' 'G' 'O', version u16, type u16 (1 HELLO,
- *   2 REPLY, 3 ACK, 4 CANCEL), length u32 (whole message, ≤ STK_NEGO_MSG_MAX)
+ *   2 REPLY, 3 ACK, 4 CANCEL, 5 READY), length u32 (whole message, ≤ STK_NEGO_MSG_MAX)
  * and, for every type but HELLO of any version, the first body field status u16
- * (0 = ACCEPT). ACK and CANCEL carry nothing else.
+ * (0 = ACCEPT). ACK, CANCEL and READY carry nothing else.
  * HELLO body: boot_id[16] netns u64 conn_id u64 slot u32 credits u32 nprov u8,
  *   nprov × (name_len u8, name, addr_len u16, addr).
  * REPLY body: status u16 boot_id[16] netns u64 conn_id u64 slot u32 credits u32
@@ -65,7 +73,7 @@
 
 #include "stack/stk_fab.h"
 
-#define STK_NEGO_VERSION 2
+#define STK_NEGO_VERSION 3          /* 3: READY after the fabric handshake */
 #define STK_NEGO_SYN_TOS 0x2c          /* DSCP 11 (unassigned), ECN bits 0 */
 #define STK_NEGO_HDR_LEN 16
 #define STK_NEGO_MSG_MAX 2048
@@ -73,9 +81,12 @@
 #define STK_NEGO_WAIT_CAPABLE_MS 1000
 #define STK_NEGO_REPLY_WAIT_MS 2000
 #define STK_NEGO_CACHE_TTL_S 60
-#define STK_NEGO_HANDSHAKE_MS 2000     /* first fabric message each way (stk_conn.c) */
+#define STK_NEGO_HANDSHAKE_MS 2000     /* server: the client's first fabric message */
 
-enum stk_nego_type { STK_NEGO_HELLO = 1, STK_NEGO_REPLY = 2, STK_NEGO_ACK = 3, STK_NEGO_CANCEL = 4 };
+enum stk_nego_type {
+	STK_NEGO_HELLO = 1, STK_NEGO_REPLY = 2, STK_NEGO_ACK = 3, STK_NEGO_CANCEL = 4,
+	STK_NEGO_READY = 5, /* server, after the ACK: the fabric works, it carries the data */
+};
 
 enum stk_nego_status {
 	STK_NEGO_ACCEPT = 0,
@@ -87,6 +98,7 @@ enum stk_nego_status {
 	STK_NEGO_CANCEL_APP_WROTE = 6,  /* CANCEL: the server app wrote first */
 	STK_NEGO_CANCEL_UNUSABLE = 7,   /* CANCEL: the REPLY's provider is unusable */
 	STK_NEGO_HOLD = 8,              /* REPLY: the real REPLY follows (providers loading) */
+	STK_NEGO_CANCEL_HANDSHAKE = 9,  /* CANCEL after the ACK: no fabric message came */
 };
 
 struct stk_nego_prov {

@@ -7,7 +7,12 @@ usage:
   nego.py samethread client-first|server-first DELAY_MS
       one thread: listen, connect (blocking), sleep DELAY_MS, accept, then a
       ping/pong in the given order; exit 0 when the bytes are right and the
-      exchange took less than 1 s (no negotiation stall)."""
+      exchange took less than 1 s (no negotiation stall).
+  nego.py stopserver PORT BYTES SERVER_PID STOP_MS
+      connect to echo.py's server, wait until it accepted (its HELLO came), stop
+      it (SIGSTOP) for STOP_MS, and meanwhile send: the client's REPLY waits for
+      the server's decision longer than any timeout of the negotiation; exit 0
+      when the echo is byte-exact and the send really waited."""
 import errno
 import hashlib
 import os
@@ -122,6 +127,39 @@ def samethread(order, delay_ms):
     return 0 if ok and ms < 1000 else 1
 
 
+def stopserver(port, size, spid, stop_ms):
+    import signal
+    import threading
+    data = os.urandom(size)
+    s = socket.create_connection(("127.0.0.1", port))
+    # the server accepts (and sends its HELLO) at once; untouched by our app,
+    # the HELLO waits (polling the socket would answer it)
+    time.sleep(0.5)
+    os.kill(spid, signal.SIGSTOP)
+    timer = threading.Timer(stop_ms / 1000.0, os.kill, (spid, signal.SIGCONT))
+    timer.start()
+    t0 = time.monotonic()
+    s.sendall(data)
+    waited = time.monotonic() - t0
+    back = bytearray()
+    while len(back) < 32 + size:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        back += chunk
+    eof = s.recv(1)
+    s.close()
+    timer.join()
+    ok = bytes(back) == hashlib.sha256(data).digest() + data[::-1] and eof == b""
+    print("stopserver: %s (%d bytes each way)" % ("byte-exact" if ok else "MISMATCH", size))
+    if waited < stop_ms / 2000.0:
+        print("stopserver: the send did not wait for the stopped server (%.2f s)" % waited)
+        ok = False
+    return 0 if ok else 1
+
+
+if sys.argv[1] == "stopserver":
+    sys.exit(stopserver(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])))
 if sys.argv[1] == "nbclient":
     sys.exit(nbclient(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
 sys.exit(samethread(sys.argv[2], int(sys.argv[3])))

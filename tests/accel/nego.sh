@@ -10,7 +10,11 @@
 #  - a server that accepts late (1.5 s, far beyond the client's start-up):
 #    client speaks first → kernel (its first write waited FABSOCK_NEGO_WAIT_MS),
 #    the late HELLO removed; server speaks first → accelerated (the client's
-#    blocking read answers the HELLO).
+#    blocking read answers the HELLO);
+#  - a server stopped (SIGSTOP, 3 s) between its HELLO and its decision, longer
+#    than every timeout of the negotiation: the client waits for the decision
+#    instead of settling alone (which split the connection between kernel and
+#    fabric): byte-exact, accelerated on both ends.
 . "$top_srcdir/tests/accel/lib.sh"
 nego_py="$top_srcdir/tests/accel/nego.py"
 size=$((1 << 20))
@@ -94,6 +98,35 @@ if late --banner; then
 	echo "late accept, server speaks first: byte-exact"
 	expect "$tmp/cli.log" accelerated 1 "late accept, server first (client)" || status=1
 	expect "$tmp/srv.log" accelerated 1 "late accept, server first (server)" || status=1
+else
+	status=1
+fi
+# The stopped server: $! is timeout's pid; its child is the server (the launcher
+# execs it).
+port=$(free_port)
+rm -f "$tmp/srv.out"
+FABSOCK_NEGO_WAIT_MS=1000 timeout 30 "$launcher" -- "$python" "$echo_py" server "$port" "$size" \
+	>"$tmp/srv.out" 2>"$tmp/srv.log" &
+spid=$!
+pids="$pids $spid"
+if wait_ready "$tmp/srv.out"; then
+	srv=$(pgrep -P "$spid" | head -n 1)
+	[ -n "$srv" ] || { echo "FAIL: stopped server: no server process"; exit 1; }
+	timeout 30 "$launcher" -- "$python" "$nego_py" stopserver "$port" "$size" "$srv" 3000 \
+		>"$tmp/cli.out" 2>"$tmp/cli.log"
+	crc=$?
+	kill -CONT "$srv" 2>/dev/null
+	wait $spid
+	src=$?
+	cat "$tmp/cli.out"
+	if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
+		echo "FAIL: stopped server: client $crc server $src"
+		tail -n 5 "$tmp/cli.log" "$tmp/srv.log"
+		status=1
+	else
+		expect "$tmp/cli.log" accelerated 1 "stopped server (client)" || status=1
+		expect "$tmp/srv.log" accelerated 1 "stopped server (server)" || status=1
+	fi
 else
 	status=1
 fi
