@@ -1235,8 +1235,9 @@ short stk_conn_events(struct stk_conn *conn)
 	pthread_mutex_lock(&conn->lock);
 	if (conn->mig_rx || conn->mig_tx) {
 		/* half-way (waiting for the peer's MIGRATE or the provider): the
-		 * ring, then the kernel */
-		size_t buffered = conn->ring_count;
+		 * ring, then the kernel; or migrated (epoll's events_now comes here
+		 * too): the leftover, then the kernel */
+		size_t buffered = conn->ring_count + stk_leftover_count(conn->left);
 		pthread_mutex_unlock(&conn->lock);
 		return stk_migrated_events(conn, buffered);
 	}
