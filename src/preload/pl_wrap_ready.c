@@ -172,10 +172,10 @@ PL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!stack_involved())
 		return PL_REAL(epoll_ctl)(epfd, op, fd, ev);
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	if (sock && sock->conn &&
-	    __atomic_load_n(&sock->conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_KERNEL) {
-		/* Settled on the kernel: a set may still hold it until its next scan;
-		 * move it now, so the real call finds it where the kernel would. */
+	if (sock && sock->conn && stk_ready_phase(sock->conn) == STK_PHASE_KERNEL) {
+		/* Settled on the kernel, or migrated there with nothing left to read:
+		 * a set may still hold it until its next scan; move it now, so the
+		 * real call finds it where the kernel would. */
 		int saved_errno = errno;
 		pl_enter();
 		stk_epoll_conn_changed(sock->conn);
