@@ -33,7 +33,7 @@ struct stk_config {
 	int default_action;     /* enum stk_action when no rule matches */
 	unsigned nego_wait_ms;  /* a first write's wait for the peer's negotiation (stk_lazy) */
 	bool tcp_accel;         /* FABSOCK_TCP_ACCEL=1: TCP on fabric providers (opt-in
-				 * until fork-safe connections land) */
+				 * until the README's "Known gaps" close) */
 	char application_id[64];
 	struct stk_rules rules;
 };
