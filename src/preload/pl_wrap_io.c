@@ -52,9 +52,9 @@ static struct stk_sock *settle(struct stk_sock *sock, bool for_write, int flags,
 	return NULL;
 }
 
-/* The accelerated socket behind fd for a receive (flags: the call's), or NULL
- * for the kernel; *gate: an error to return instead of calling either. */
-static inline struct stk_sock *rx_sock(int fd, int flags, ssize_t *gate)
+/* The accelerated socket behind fd for a receive or a send (flags: the call's),
+ * or NULL for the kernel; *gate: an error to return instead of calling either. */
+static inline struct stk_sock *accel_sock(int fd, bool for_write, int flags, ssize_t *gate)
 {
 	*gate = 0;
 	struct stk_sock *sock = pl_tracked(fd);
@@ -62,19 +62,17 @@ static inline struct stk_sock *rx_sock(int fd, int flags, ssize_t *gate)
 		return NULL;
 	if (__builtin_expect(stk_conn_on_fabric(sock->conn), 1))
 		return sock;
-	return settle(sock, false, flags, gate);
+	return settle(sock, for_write, flags, gate);
 }
 
-/* The same for a send. */
+static inline struct stk_sock *rx_sock(int fd, int flags, ssize_t *gate)
+{
+	return accel_sock(fd, false, flags, gate);
+}
+
 static inline struct stk_sock *tx_sock(int fd, int flags, ssize_t *gate)
 {
-	*gate = 0;
-	struct stk_sock *sock = pl_tracked(fd);
-	if (__builtin_expect(sock == NULL, 1) || !stk_accel_conn(sock))
-		return NULL;
-	if (__builtin_expect(stk_conn_on_fabric(sock->conn), 1))
-		return sock;
-	return settle(sock, true, flags, gate);
+	return accel_sock(fd, true, flags, gate);
 }
 
 /* stdio reads and writes the socket with libc's internal calls, which never
