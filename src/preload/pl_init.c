@@ -78,7 +78,11 @@ static struct stk_conn *ready_lookup(int fd)
 	 * kernel fd for readiness; epoll sets still holding it hand it to their
 	 * kernel set first (so the app's next epoll_ctl finds it there) */
 	if (conn && stk_ready_phase(conn) == STK_PHASE_KERNEL) {
+		int saved_errno = errno;
+		pl_enter();
 		stk_epoll_conn_changed(conn);
+		pl_leave();
+		errno = saved_errno;
 		return NULL;
 	}
 	return conn;

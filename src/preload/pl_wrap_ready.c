@@ -171,27 +171,19 @@ PL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	if (!stack_involved())
 		return PL_REAL(epoll_ctl)(epfd, op, fd, ev);
-	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	if (sock && sock->conn && stk_ready_phase(sock->conn) == STK_PHASE_KERNEL) {
-		/* Settled on the kernel, or migrated there with nothing left to read:
-		 * a set may still hold it until its next scan; move it now, so the
-		 * real call finds it where the kernel would. */
-		int saved_errno = errno;
-		pl_enter();
-		stk_epoll_conn_changed(sock->conn);
-		pl_leave();
-		errno = saved_errno;
-		sock = NULL;
-	}
-	if (sock && sock->conn) {
+	/* NULL for a kernel fd, also one settled or migrated on the kernel (the
+	 * lookup moves it out of our sets first, so the real call finds it) */
+	struct stk_conn *conn = stk_ready_lookup(fd);
+	if (conn) {
 		/* Accelerated: registered in the object only; the kernel socket under it
 		 * carries nothing the app should see. */
 		int err = -ENOMEM;
 		struct stk_epoll *ep = epoll_object(epfd, &err);
 		if (!ep)
 			return pl_ret(err ? err : -ENOMEM);
-		return pl_ret(stk_epoll_ctl(ep, op, fd, sock->conn, ev));
+		return pl_ret(stk_epoll_ctl(ep, op, fd, conn, ev));
 	}
+	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
 	int ret = PL_REAL(epoll_ctl)(epfd, op, fd, ev);
 	if (ret == 0 && sock && sock->epoll) {
 		/* An epoll set holding accelerated sockets, nested in epfd. */

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -198,34 +199,50 @@ static bool hello_cancelled(struct stk_lazy *l, size_t len)
 	return true;
 }
 
-/* Client after the ACK: our fabric message out (and progress driven), then the
- * server's verdict on the kernel stream decides (stk_nego.h, rule 5); no
- * timeout of ours, as in C_WAIT_ACK. */
-static bool client_handshake(struct stk_lazy *l)
+/* Client waiting for the server's verdict on the kernel stream (ACK, then
+ * READY; stk_nego.h rules 4 and 5): no timeout of ours, the server decides.
+ * 1: the record is want; 0: the connection went to the kernel (CANCEL, a
+ * failed kernel connection, garbage: logged and counted); -1: nothing yet. */
+static int client_verdict(struct stk_lazy *l, uint8_t want, const char *what,
+			  const char *cancel_why)
 {
 	struct stk_attach_info info;
 	struct stk_nego_msg msg;
 	size_t len = 0;
-	stk_conn_handshake_step(l->conn, &l->hs_posted);
 	int r = stk_nego_peek(l->conn->fd, &msg, &len);
 	if (r == -EAGAIN)
-		return false;
+		return -1;
 	consume(l, r, len);
-	if (r == 0 && msg.type == STK_NEGO_READY) {
-		to_fabric(l);
-		return true;
-	}
-	if (r == 0 && msg.type == STK_NEGO_CANCEL)
-		stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd,
-				   "%s: the server saw no fabric message from us (status %u)",
-				   stk_fab_name(l->conn->fab), msg.status);
-	else if (r == -ECONNRESET || (r < 0 && r != -EPROTO && r != -EBADMSG &&
-				      r != -EPROTONOSUPPORT))
+	if (r == 0 && msg.type == want)
+		return 1;
+	if (r == 0 && msg.type == STK_NEGO_CANCEL) {
+		stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd, "%s (status %u)",
+				   cancel_why, msg.status);
+	} else if (r == -ECONNRESET || (r < 0 && r != -EPROTO && r != -EBADMSG &&
+					r != -EPROTONOSUPPORT)) {
 		io_fallback(l, r);
-	else
+		return 0;
+	} else {
 		stk_conn_fall_back(&info, STK_C_FALLBACK_GARBAGE, l->app_fd,
-				   "malformed READY from the server");
+				   "malformed %s from the server", what);
+	}
 	to_kernel(l);
+	return 0;
+}
+
+/* Client after the ACK: our fabric message out (and progress driven), then the
+ * server's READY or CANCEL decides. */
+static bool client_handshake(struct stk_lazy *l)
+{
+	stk_conn_handshake_step(l->conn, &l->hs_posted);
+	char why[96];
+	snprintf(why, sizeof(why), "%s: the server saw no fabric message from us",
+		 stk_fab_name(l->conn->fab));
+	int v = client_verdict(l, STK_NEGO_READY, "READY", why);
+	if (v < 0)
+		return false;
+	if (v > 0)
+		to_fabric(l);
 	return true;
 }
 
@@ -350,30 +367,17 @@ static bool step(struct stk_lazy *l, enum driver by)
 		set_stage(l, r == -EPROTO ? DONE : STRIP_CANCEL);
 		return true;
 	}
-	case C_WAIT_ACK:
+	case C_WAIT_ACK: {
 		/* The server decides; no timeout of ours (stk_nego.h, rule 4): a
 		 * server that is slow or stopped is waited for as long as the kernel
 		 * connection lives. */
-		r = stk_nego_peek(conn->fd, &msg, &len);
-		if (r == -EAGAIN)
+		int v = client_verdict(l, STK_NEGO_ACK, "ACK", "the server cancelled");
+		if (v < 0)
 			return false;
-		consume(l, r, len);
-		if (r == 0 && msg.type == STK_NEGO_ACK) {
+		if (v > 0)
 			begin_handshake(l);
-			return true;
-		}
-		if (r == 0 && msg.type == STK_NEGO_CANCEL)
-			stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd,
-					   "the server cancelled (status %u)", msg.status);
-		else if (r == -ECONNRESET || (r < 0 && r != -EPROTO && r != -EBADMSG &&
-					      r != -EPROTONOSUPPORT))
-			stk_conn_fall_back(&info, STK_C_FALLBACK_IO, l->app_fd,
-					   "kernel connection failed waiting for the ACK");
-		else
-			stk_conn_fall_back(&info, STK_C_FALLBACK_GARBAGE, l->app_fd,
-					   "malformed ACK from the server");
-		to_kernel(l);
 		return true;
+	}
 	case HANDSHAKE:
 		return l->client ? client_handshake(l) : server_handshake(l, by);
 	case S_WAIT_REPLY: {
