@@ -259,8 +259,8 @@ static int accelerated(struct stk_conn *conn, struct stk_conn **out, struct stk_
 	return 0;
 }
 
-/* Server after its ACK: it alone decides whether the fabric works (stk_nego.h,
- * rule 5) and tells the client on the kernel stream. */
+/* Server after a usable REPLY: it alone decides whether the fabric works
+ * (stk_nego.h, rule 5) and tells the client on the kernel stream. */
 static int server_finish(struct stk_conn *conn, struct stk_conn **out,
 			 struct stk_attach_info *info)
 {
@@ -281,14 +281,13 @@ static int server_finish(struct stk_conn *conn, struct stk_conn **out,
 				  STK_NEGO_HANDSHAKE_MS);
 }
 
-/* Client after the ACK: its fabric message, then the server's READY or CANCEL.
+/* Client after its REPLY: its fabric message, then the server's READY or CANCEL.
  * It never decides alone (that could split the connection): when no verdict
  * comes in time the connection is unusable, -ETIMEDOUT. */
-static int client_finish(struct stk_conn *conn, struct stk_conn **out,
+static int client_finish(struct stk_conn *conn, bool posted, struct stk_conn **out,
 			 struct stk_attach_info *info)
 {
 	int fd = conn->fd;
-	bool posted = false;
 	int waited_ms = 0;
 	for (;;) {
 		stk_conn_handshake_step(conn, &posted); /* post ours, drive progress */
@@ -354,31 +353,16 @@ static int attach_client(int fd, struct stk_conn **out, struct stk_attach_info *
 		stk_conn_destroy(conn);
 		return ret;
 	}
+	/* Our fabric message goes first: the server finds it when the REPLY
+	 * arrives (stk_nego.h rule 5) and answers READY or CANCEL. */
+	bool posted = false;
+	stk_conn_handshake_step(conn, &posted);
 	ret = stk_nego_send_msg(fd, &reply, STK_NEGO_REPLY_WAIT_MS);
 	if (ret) {
 		stk_conn_destroy(conn);
 		return ret;
 	}
-	/* The server decides: ACK (fabric) or CANCEL (kernel). */
-	struct stk_nego_msg answer;
-	ret = stk_nego_recv_msg(fd, &answer, STK_NEGO_REPLY_WAIT_MS);
-	if (ret == 0 && answer.type == STK_NEGO_CANCEL) {
-		stk_conn_destroy(conn);
-		return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
-				 "the server cancelled (status %u)", answer.status);
-	}
-	if (ret == 0 && answer.type != STK_NEGO_ACK)
-		ret = -EBADMSG;
-	if (ret) {
-		/* -ETIMEDOUT: unusable (an ACK may still come; staying on the kernel
-		 * alone could split the connection) */
-		stk_conn_destroy(conn);
-		if (ret == -EBADMSG || ret == -EPROTO || ret == -EPROTONOSUPPORT)
-			return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
-					 "malformed ACK from the server");
-		return ret;
-	}
-	return client_finish(conn, out, info);
+	return client_finish(conn, posted, out, info);
 }
 
 static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *info)
@@ -419,15 +403,11 @@ static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *
 	}
 	bool cancel;
 	ret = stk_conn_take_reply(conn, ret, &reply, &hello, fabs, &cancel, info);
-	struct stk_nego_msg decision;
-	stk_conn_make_decision(&decision, ret ? STK_NEGO_CANCEL : STK_NEGO_ACK,
-			       ret ? STK_NEGO_CANCEL_UNUSABLE : STK_NEGO_ACCEPT);
-	if (ret == 0 || cancel) {
-		int sret = stk_nego_send_msg(fd, &decision, STK_NEGO_REPLY_WAIT_MS);
-		if (ret == 0 && sret)
-			ret = sret;
-	}
 	if (ret) {
+		struct stk_nego_msg decision;
+		stk_conn_make_decision(&decision, STK_NEGO_CANCEL, STK_NEGO_CANCEL_UNUSABLE);
+		if (cancel)
+			stk_nego_send_msg(fd, &decision, STK_NEGO_REPLY_WAIT_MS);
 		stk_conn_destroy(conn);
 		return ret;
 	}

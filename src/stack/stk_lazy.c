@@ -35,8 +35,8 @@
 enum stage {
 	C_CONNECTING,   /* client: kernel connect in progress */
 	C_WAIT_HELLO,   /* client: connected, the server's first record decides */
-	C_WAIT_ACK,     /* client: REPLY sent, the server decides */
-	HANDSHAKE,      /* both: ACK sent/received, first fabric message each way */
+	HANDSHAKE,      /* client: fabric message and REPLY sent, the server decides;
+			 * server: usable REPLY, waits for the client's fabric message */
 	S_WAIT_REPLY,   /* server: HELLO sent, the client's first record decides */
 	STRIP_HELLO,    /* client fell back by writing: remove a late HELLO (then CANCEL) */
 	STRIP_CANCEL,   /* client fell back after a HELLO: remove a CANCEL */
@@ -199,8 +199,8 @@ static bool hello_cancelled(struct stk_lazy *l, size_t len)
 	return true;
 }
 
-/* Client waiting for the server's verdict on the kernel stream (ACK, then
- * READY; stk_nego.h rules 4 and 5): no timeout of ours, the server decides.
+/* Client waiting for the server's verdict on the kernel stream (READY or
+ * CANCEL; stk_nego.h rules 4 and 5): no timeout of ours, the server decides.
  * 1: the record is want; 0: the connection went to the kernel (CANCEL, a
  * failed kernel connection, garbage: logged and counted); -1: nothing yet. */
 static int client_verdict(struct stk_lazy *l, uint8_t want, const char *what,
@@ -230,14 +230,14 @@ static int client_verdict(struct stk_lazy *l, uint8_t want, const char *what,
 	return 0;
 }
 
-/* Client after the ACK: our fabric message out (and progress driven), then the
- * server's READY or CANCEL decides. */
+/* Client after its REPLY: our fabric message out (already, unless the post
+ * failed), progress driven, and the server's READY or CANCEL decides. */
 static bool client_handshake(struct stk_lazy *l)
 {
 	stk_conn_handshake_step(l->conn, &l->hs_posted);
-	char why[96];
-	snprintf(why, sizeof(why), "%s: the server saw no fabric message from us",
-		 stk_fab_name(l->conn->fab));
+	char why[128];
+	snprintf(why, sizeof(why), "%s: the server cancelled (it cannot use it, or saw no "
+		 "fabric message from us)", stk_fab_name(l->conn->fab));
 	int v = client_verdict(l, STK_NEGO_READY, "READY", why);
 	if (v < 0)
 		return false;
@@ -246,7 +246,7 @@ static bool client_handshake(struct stk_lazy *l)
 	return true;
 }
 
-/* Server after its ACK: it alone decides whether the fabric works and says so
+/* Server after a usable REPLY: it alone decides whether the fabric works and says so
  * on the kernel stream before any app byte (READY, or CANCEL after
  * STK_NEGO_HANDSHAKE_MS without the client's message). */
 static bool server_handshake(struct stk_lazy *l, enum driver by)
@@ -357,25 +357,17 @@ static bool step(struct stk_lazy *l, enum driver by)
 		int ret = stk_conn_answer_hello(conn, r, &msg, (struct sockaddr *)&l->peer,
 						(struct sockaddr *)&l->local, &reply, &info);
 		if (ret == 0) {
+			/* our fabric message first: the server finds it when the
+			 * REPLY arrives and answers READY at once (stk_nego.h rule 5) */
+			begin_handshake(l);
+			stk_conn_handshake_step(conn, &l->hs_posted);
 			send_or_fail(l, &reply);
-			set_stage(l, C_WAIT_ACK);
 			return true;
 		}
 		if (reply.type)
 			send_or_fail(l, &reply);
 		/* our record: the server may still CANCEL (its app wrote first) */
 		set_stage(l, r == -EPROTO ? DONE : STRIP_CANCEL);
-		return true;
-	}
-	case C_WAIT_ACK: {
-		/* The server decides; no timeout of ours (stk_nego.h, rule 4): a
-		 * server that is slow or stopped is waited for as long as the kernel
-		 * connection lives. */
-		int v = client_verdict(l, STK_NEGO_ACK, "ACK", "the server cancelled");
-		if (v < 0)
-			return false;
-		if (v > 0)
-			begin_handshake(l);
 		return true;
 	}
 	case HANDSHAKE:
@@ -406,15 +398,15 @@ static bool step(struct stk_lazy *l, enum driver by)
 		}
 		bool cancel;
 		int ret = stk_conn_take_reply(conn, r, &msg, &l->hello, l->fabs, &cancel, &info);
+		if (ret == 0) {
+			begin_handshake(l); /* the client's fabric message is (nearly) here */
+			return true;
+		}
 		struct stk_nego_msg decision;
-		stk_conn_make_decision(&decision, ret ? STK_NEGO_CANCEL : STK_NEGO_ACK,
-				       ret ? STK_NEGO_CANCEL_UNUSABLE : STK_NEGO_ACCEPT);
-		if (ret == 0 || cancel)
+		stk_conn_make_decision(&decision, STK_NEGO_CANCEL, STK_NEGO_CANCEL_UNUSABLE);
+		if (cancel)
 			send_or_fail(l, &decision);
-		if (ret == 0)
-			begin_handshake(l);
-		else
-			to_kernel(l);
+		to_kernel(l);
 		return true;
 	}
 	case STRIP_HELLO:
@@ -709,6 +701,15 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+/* What the thread watches: the peer's records and hang-ups, and the end of a
+ * connect in progress. Not writability otherwise: an edge-triggered EPOLLOUT
+ * fires at once for a connected socket and would wake the thread (and contend
+ * for the conn's lock with the app) for nothing, once per connection. */
+static uint32_t thread_events(const struct stk_lazy *l)
+{
+	return EPOLLIN | EPOLLRDHUP | EPOLLET | (l->stage == C_CONNECTING ? EPOLLOUT : 0);
+}
+
 /* reg_lock held. The thread of this process, created on first need (again in a
  * forked child: threads do not survive fork, and the parent's epoll set is
  * shared with it). Registering the listed conns anew is O(n), but only then. */
@@ -743,8 +744,7 @@ static int ensure_thread_locked(void)
 		return -err;
 	}
 	for (struct stk_lazy *l = reg_head; l; l = l->next) {
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-					  .data.ptr = l };
+		struct epoll_event ev = { .events = thread_events(l), .data.ptr = l };
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_ADD, l->conn->fd, &ev);
 	}
 	pthread_attr_t attr;
@@ -769,8 +769,7 @@ static void enlist(struct stk_lazy *l)
 	pthread_mutex_lock(&reg_lock);
 	int ret = ensure_thread_locked();
 	if (ret == 0) {
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-					  .data.ptr = l };
+		struct epoll_event ev = { .events = thread_events(l), .data.ptr = l };
 		ret = stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_ADD, l->conn->fd, &ev) ? -errno : 0;
 	}
 	if (ret == 0) {
@@ -1001,7 +1000,7 @@ static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
 			return -EAGAIN;
 		/* Waiting for the server's decision has no deadline (stk_nego.h, rule
 		 * 4); a non-blocking write waits for it at most this long per call. */
-		if (nonblock && (st == C_WAIT_ACK || st == HANDSHAKE)) {
+		if (nonblock && st == HANDSHAKE && l->client) {
 			if (!decide_start)
 				decide_start = now_ns();
 			else if (now_ns() - decide_start > (uint64_t)STK_NEGO_REPLY_WAIT_MS * 1000000ull)

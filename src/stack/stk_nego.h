@@ -1,7 +1,7 @@
 /* stk_nego: the negotiation on the kernel TCP connection, and the marking that
  * keeps it invisible to plain (non-libfabsock) peers.
  *
- * THE PROTOCOL (version 3). Properties P1-P4 of ARCHITECTURE.md hold by these rules:
+ * THE PROTOCOL (version 4). Properties P1-P4 of ARCHITECTURE.md hold by these rules:
  *  1. Client side, before connect() (blocking or not): stk_nego_mark_syn() sets
  *     IP_TOS (IPv6: IPV6_TCLASS) to STK_NEGO_SYN_TOS, so the SYN carries the mark;
  *     once the connection is established stk_nego_unmark() restores 0.
@@ -19,7 +19,8 @@
  *       servers). Its first incoming bytes: a HELLO → if its app has not written,
  *       it answers one REPLY (ACCEPT with the chosen provider — shm only on the
  *       same boot id and network namespace — and its address/slot/id/credits, or a
- *       REJECT status) and waits for the server's ACK or CANCEL; if its app already
+ *       REJECT status; an ACCEPT goes after the client's first fabric message, see
+ *       rule 5) and waits for the server's READY or CANCEL; if its app already
  *       wrote (it gave up waiting), it removes the HELLO and stays on the kernel.
  *       Anything else (a plain server speaking first, EOF) → kernel, nothing
  *       consumed. The app's first write waits for the HELLO at most
@@ -30,7 +31,7 @@
  *       ~0.2 s once per process) first sends a REPLY with status HOLD: it
  *       commits to a real REPLY that follows, and the server then waits up to
  *       STK_NEGO_REPLY_WAIT_MS instead of stk_cfg.nego_wait_ms.
- *     - the server's first incoming bytes: a REPLY ACCEPT it can use → ACK, fabric;
+ *     - the server's first incoming bytes: a REPLY ACCEPT it can use → rule 5;
  *       a REPLY it cannot use → CANCEL, kernel; a REJECT → kernel; anything else is
  *       the client app's data (the client fell back): kernel, nothing consumed. If
  *       the server app writes before the REPLY came, it waits at most
@@ -38,17 +39,24 @@
  *       and removes a REPLY that crossed it.
  *     - a client that fell back removes a HELLO and a CANCEL at the start of its
  *       stream; a server that cancelled removes a REPLY at the start of its stream.
- *     - a client that sent a REPLY ACCEPT never decides alone: it waits for the
- *       ACK or CANCEL as long as its kernel connection lives (a live libfabsock
- *       server always decides; a timeout of its own could cross an ACK and split
+ *     - a client that sent a REPLY ACCEPT never decides alone: it waits for
+ *       READY or CANCEL as long as its kernel connection lives (a live libfabsock
+ *       server always decides; a timeout of its own could cross a READY and split
  *       the connection between the two paths).
- *  5. After the ACK, each end sends one fabric message. The server alone decides
- *     whether the fabric works: once it has the client's message it sends READY
- *     on the kernel stream and moves to the fabric; when that message does not
- *     come within STK_NEGO_HANDSHAKE_MS it sends CANCEL (status HANDSHAKE) and
- *     stays on the kernel. The client moves to the fabric on READY, to the kernel
- *     on CANCEL, and again waits for either as long as its kernel connection
- *     lives. No app byte moves on either path before this record.
+ *  5. The client sends its first fabric message (to the slot and id of the
+ *     HELLO) BEFORE its REPLY ACCEPT, so that the server, reading the REPLY,
+ *     normally finds it already (on shm it is there; no fabric wait, no round
+ *     trip). The server alone decides whether the fabric works: once it has the
+ *     client's message it sends its own fabric message, then READY on the kernel
+ *     stream, and moves to the fabric; when that message does not come within
+ *     STK_NEGO_HANDSHAKE_MS it sends CANCEL (status HANDSHAKE) and stays on the
+ *     kernel (a client message that arrives after the server cancelled, or for a
+ *     connection it refused, fails the connection-id check and is dropped). The
+ *     client moves to the fabric on READY, to the kernel on CANCEL, and waits for
+ *     either as long as its kernel connection lives. No app byte moves on either
+ *     path before this record. Every record consumed is acknowledged at once
+ *     (TCP_QUICKACK): the peer's next record would otherwise wait under Nagle
+ *     for a delayed ACK (40 ms).
  *  The records are consumed as soon as they arrive (a per-process negotiation
  *  thread, stk_lazy.h), so an app reading through a path we do not interpose
  *  (stdio inside libc) does not see them. Every outcome is counted, each distinct
@@ -58,7 +66,7 @@
  *   magic[8] = 7f 'f' 's' 'k' 'N' 'E' 'G' 'O', version u16, type u16 (1 HELLO,
  *   2 REPLY, 3 ACK, 4 CANCEL, 5 READY), length u32 (whole message, ≤ STK_NEGO_MSG_MAX)
  * and, for every type but HELLO of any version, the first body field status u16
- * (0 = ACCEPT). ACK, CANCEL and READY carry nothing else.
+ * (0 = ACCEPT). CANCEL and READY (and version 3's ACK) carry nothing else.
  * HELLO body: boot_id[16] netns u64 conn_id u64 slot u32 credits u32 nprov u8,
  *   nprov × (name_len u8, name, addr_len u16, addr).
  * REPLY body: status u16 boot_id[16] netns u64 conn_id u64 slot u32 credits u32
@@ -73,7 +81,7 @@
 
 #include "stack/stk_fab.h"
 
-#define STK_NEGO_VERSION 3          /* 3: READY after the fabric handshake */
+#define STK_NEGO_VERSION 4          /* 4: no ACK, the client's fabric message before its REPLY */
 #define STK_NEGO_SYN_TOS 0x2c          /* DSCP 11 (unassigned), ECN bits 0 */
 #define STK_NEGO_HDR_LEN 16
 #define STK_NEGO_MSG_MAX 2048
@@ -84,8 +92,9 @@
 #define STK_NEGO_HANDSHAKE_MS 2000     /* server: the client's first fabric message */
 
 enum stk_nego_type {
-	STK_NEGO_HELLO = 1, STK_NEGO_REPLY = 2, STK_NEGO_ACK = 3, STK_NEGO_CANCEL = 4,
-	STK_NEGO_READY = 5, /* server, after the ACK: the fabric works, it carries the data */
+	STK_NEGO_HELLO = 1, STK_NEGO_REPLY = 2, STK_NEGO_ACK = 3 /* version 3 only */,
+	STK_NEGO_CANCEL = 4,
+	STK_NEGO_READY = 5, /* server: the fabric works, it carries the data */
 };
 
 enum stk_nego_status {
@@ -98,7 +107,7 @@ enum stk_nego_status {
 	STK_NEGO_CANCEL_APP_WROTE = 6,  /* CANCEL: the server app wrote first */
 	STK_NEGO_CANCEL_UNUSABLE = 7,   /* CANCEL: the REPLY's provider is unusable */
 	STK_NEGO_HOLD = 8,              /* REPLY: the real REPLY follows (providers loading) */
-	STK_NEGO_CANCEL_HANDSHAKE = 9,  /* CANCEL after the ACK: no fabric message came */
+	STK_NEGO_CANCEL_HANDSHAKE = 9,  /* CANCEL: no fabric message came from the client */
 };
 
 struct stk_nego_prov {

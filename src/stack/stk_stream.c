@@ -1385,8 +1385,11 @@ static void drain_sends(struct stk_conn *conn)
 	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
 	while (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0 &&
 	       now_ns() < deadline && !peer_gone(conn)) {
-		if (fab)
-			stk_fab_progress(fab);
+		if (fab) {
+			stk_fab_progress(fab); /* usually completes them: no sleep */
+			if (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) == 0)
+				break;
+		}
 		sleep_ns(pause);
 		if (pause < 1000000ull)
 			pause *= 2;
