@@ -145,15 +145,17 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	char *out = buf;
 
 	fdp_domain_progress(cq->domain);
-	/* empty and not armed: answer without the lock (a racing writer's
-	 * entry is seen by the next read) */
+	/* empty: answer without the lock (a racing writer's entry is seen by
+	 * the next read) */
 	if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0 &&
-	    __atomic_load_n(&cq->err_head, __ATOMIC_ACQUIRE) == NULL &&
-	    !atomic_load_explicit(&cq->armed, memory_order_relaxed))
+	    __atomic_load_n(&cq->err_head, __ATOMIC_ACQUIRE) == NULL)
 		return -FI_EAGAIN;
 	fdp_lock(&cq->lock);
-	if (atomic_load_explicit(&cq->armed, memory_order_relaxed))
-		disarm_locked(cq);
+	/* A read leaves the CQ armed: another thread may sleep on the wait fd
+	 * after its fi_trywait, and only the next completion (fdp_cq_write,
+	 * which disarms and signals) may end that sleep. Disarming here lost
+	 * its wake-up and stopped the progress thread: a multi-threaded
+	 * application (one thread reading, another asleep in poll) stalled. */
 	n = cq->count < count ? cq->count : count;
 	for (i = 0; i < n; i++) {
 		struct fdp_cq_slot *s = &cq->ring[cq->head];

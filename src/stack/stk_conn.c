@@ -14,12 +14,8 @@
 
 static void count_accel(const char *prov)
 {
-	if (strcmp(prov, "shm") == 0)
-		stk_count(STK_C_CONN_ACCEL_SHM);
-	else if (strcmp(prov, "tcp") == 0)
-		stk_count(STK_C_CONN_ACCEL_TCP);
-	else
-		stk_count(STK_C_CONN_ACCEL_OTHER);
+	struct stk_prov_counters c;
+	stk_count(stk_counters_of_prov(prov, &c) ? c.conn : STK_C_CONN_ACCEL_OTHER);
 	stk_count(STK_C_ACCELERATED);
 }
 

@@ -11,6 +11,25 @@ uint64_t stk_counters[STK_C_COUNT];
 static const char *const counter_names[STK_C_COUNT] = { STK_COUNTER_LIST(STK_COUNTER_NAME) };
 #undef STK_COUNTER_NAME
 
+bool stk_counters_of_prov(const char *prov, struct stk_prov_counters *out)
+{
+	static const struct {
+		const char *name;
+		struct stk_prov_counters c;
+	} provs[] = {
+		{ "shm", { STK_C_CONN_ACCEL_SHM, STK_C_BYTES_TX_SHM, STK_C_BYTES_RX_SHM } },
+		{ "tcp", { STK_C_CONN_ACCEL_TCP, STK_C_BYTES_TX_TCP, STK_C_BYTES_RX_TCP } },
+		{ "dpdk", { STK_C_CONN_ACCEL_DPDK, STK_C_BYTES_TX_DPDK, STK_C_BYTES_RX_DPDK } },
+	};
+	for (size_t i = 0; i < sizeof(provs) / sizeof(provs[0]); i++) {
+		if (strcmp(provs[i].name, prov) == 0) {
+			*out = provs[i].c;
+			return true;
+		}
+	}
+	return false;
+}
+
 static stk_counters_live_fn *live_fn; /* atomic */
 
 void stk_counters_set_live(stk_counters_live_fn *fn)

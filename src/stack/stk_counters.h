@@ -3,6 +3,7 @@
 #ifndef STK_COUNTERS_H
 #define STK_COUNTERS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define STK_COUNTER_LIST(X) \
@@ -18,6 +19,7 @@
 	X(FAB_STRAY_MSGS, "fab_stray_msgs", "fabric messages for no live connection (dropped)") \
 	X(CONN_ACCEL_SHM, "conn_accel_shm", "TCP connections accelerated over shm") \
 	X(CONN_ACCEL_TCP, "conn_accel_tcp", "TCP connections accelerated over tcp") \
+	X(CONN_ACCEL_DPDK, "conn_accel_dpdk", "TCP connections accelerated over dpdk") \
 	X(CONN_ACCEL_OTHER, "conn_accel_other", "TCP connections accelerated over another provider") \
 	X(FALLBACK_PLAIN_PEER, "fallback_plain_peer", "kernel: the peer is not libfabsock") \
 	X(FALLBACK_TIMEOUT, "fallback_timeout", "kernel: no hello from the server in time") \
@@ -36,6 +38,8 @@
 	X(BYTES_RX_SHM, "bytes_rx_shm", "payload bytes received over shm") \
 	X(BYTES_TX_TCP, "bytes_tx_tcp", "payload bytes sent over tcp") \
 	X(BYTES_RX_TCP, "bytes_rx_tcp", "payload bytes received over tcp") \
+	X(BYTES_TX_DPDK, "bytes_tx_dpdk", "payload bytes sent over dpdk") \
+	X(BYTES_RX_DPDK, "bytes_rx_dpdk", "payload bytes received over dpdk") \
 	X(MSGS_TX, "msgs_tx", "fabric messages sent") \
 	X(MSGS_RX, "msgs_rx", "fabric messages received") \
 	X(MIGRATED_TO_KERNEL, "migrated_to_kernel", \
@@ -73,6 +77,14 @@ static inline void stk_count_add(enum stk_counter c, uint64_t n)
  * are open, or when the process exits without closing them. */
 typedef void stk_counters_live_fn(uint64_t out[STK_C_COUNT]);
 void stk_counters_set_live(stk_counters_live_fn *fn);
+
+/* The per-provider counters of cfg provider name prov (conn_accel_<prov>,
+ * bytes_tx_<prov>, bytes_rx_<prov>); false for a provider without its own
+ * (then only conn_accel_other and the totals count it). */
+struct stk_prov_counters {
+	enum stk_counter conn, tx, rx;
+};
+bool stk_counters_of_prov(const char *prov, struct stk_prov_counters *out);
 
 /* Value of the counter called name (live objects included); -1 if there is none. */
 int stk_counter_get(const char *name, uint64_t *value);

@@ -63,6 +63,10 @@ struct stk_fab {
 	unsigned repost_count;
 };
 
+/* FI_TRY: after fi_getinfo, a failing call ends the open with one line naming
+ * the provider's domain (for dpdk, the device: the likely culprit) and what
+ * the connections do instead. */
+
 /* protected by table_lock (slow path: opening endpoints) */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -431,7 +435,10 @@ static void fab_close(struct stk_fab *fab)
 	do { \
 		int fi_try_ret = (call); \
 		if (fi_try_ret) { \
-			FSK_WARN("%s: %s: %s", name, what, stk_fi.strerror(-fi_try_ret)); \
+			FSK_WARN("%s: %s (domain %s): %s; its connections use the next " \
+				 "provider of '%s' or the kernel", name, what, \
+				 fab->info->domain_attr->name ? fab->info->domain_attr->name : "?", \
+				 stk_fi.strerror(-fi_try_ret), stk_cfg.providers); \
 			ret = fi_try_ret < 0 ? fi_try_ret : -EIO; \
 			goto fail; \
 		} \

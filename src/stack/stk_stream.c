@@ -171,12 +171,10 @@ static void add_stats(const struct stk_conn *conn, uint64_t out[STK_C_COUNT])
 	const char *name = fab ? stk_fab_name(fab) : "";
 	uint64_t tx = __atomic_load_n(&conn->bytes_tx, __ATOMIC_RELAXED);
 	uint64_t rx = __atomic_load_n(&conn->bytes_rx, __ATOMIC_RELAXED);
-	if (strcmp(name, "shm") == 0) {
-		out[STK_C_BYTES_TX_SHM] += tx;
-		out[STK_C_BYTES_RX_SHM] += rx;
-	} else if (strcmp(name, "tcp") == 0) {
-		out[STK_C_BYTES_TX_TCP] += tx;
-		out[STK_C_BYTES_RX_TCP] += rx;
+	struct stk_prov_counters c;
+	if (stk_counters_of_prov(name, &c)) {
+		out[c.tx] += tx;
+		out[c.rx] += rx;
 	}
 	out[STK_C_MSGS_TX] += __atomic_load_n(&conn->msgs_tx, __ATOMIC_RELAXED);
 	out[STK_C_MSGS_RX] += __atomic_load_n(&conn->msgs_rx, __ATOMIC_RELAXED);
@@ -1394,6 +1392,13 @@ static void drain_sends(struct stk_conn *conn)
 		if (pause < 1000000ull)
 			pause *= 2;
 	}
+	/* The peer's library acknowledges before its process hangs up the kernel
+	 * connection, but with a provider whose send completions wait for the
+	 * peer's acknowledgement (dpdk) that answer may still sit unread when the
+	 * hang-up is seen: take what has arrived (bounded) before giving up. */
+	for (int i = 0; fab && i < 8 &&
+			__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0; i++)
+		stk_fab_progress(fab);
 }
 
 /* At exit, connections the app never closed still deliver what it wrote. */
