@@ -313,6 +313,10 @@ struct fdp_ep_hooks {
 	int (*cancel)(struct fdp_ep *ep, void *context);
 	/* fi_close, after the endpoint stopped receiving: free hook_ctx. */
 	void (*close)(struct fdp_ep *ep);
+	/* Provider shutdown (the process exits with the endpoint open), after
+	 * a last poll of the port: send the peers what they are owed now
+	 * (delayed acks), since no timer will run again. May be NULL. */
+	void (*flush)(struct fdp_ep *ep, uint64_t now_ns);
 	/* fi_rx_size_left / fi_tx_size_left (may be NULL: -FI_ENOSYS). */
 	ssize_t (*rx_size_left)(struct fdp_ep *ep);
 	ssize_t (*tx_size_left)(struct fdp_ep *ep);

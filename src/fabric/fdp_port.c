@@ -259,6 +259,29 @@ void fdp_port_put(struct fdp_port *port)
 	pthread_mutex_unlock(&port_mutex);
 }
 
+/* The process exits with endpoints open: take the frames that arrived (a
+ * last data frame is acked from here) and have every endpoint send what its
+ * peers are owed, or their last sends would complete only when they declare
+ * us unreachable. */
+static void flush_eps(struct fdp_port *p)
+{
+	uint64_t now;
+	size_t i;
+
+	fdp_port_progress(p);
+	now = fdp_now_ns();
+	fdp_lock(&p->ep_lock);
+	for (i = 0; i < p->hook_count; i++) {
+		struct fdp_ep *ep = p->hook_eps[i];
+
+		fdp_lock(&ep->lock);
+		if (ep->enabled && ep->hooks && ep->hooks->flush)
+			ep->hooks->flush(ep, now);
+		fdp_unlock(&ep->lock);
+	}
+	fdp_unlock(&p->ep_lock);
+}
+
 void fdp_port_shutdown(void)
 {
 	struct fdp_port *p;
@@ -272,6 +295,7 @@ void fdp_port_shutdown(void)
 		return;
 	/* the progress thread must not poll a device being torn down */
 	fdp_progress_stop(p);
+	flush_eps(p);
 	now = fdp_now_ns();
 	if (p->last_tx_ns && now - p->last_tx_ns < LINGER_NS) {
 		struct timespec ts = {.tv_sec = 0,

@@ -542,6 +542,14 @@ static int rdm_cancel(struct fdp_ep *ep, void *context)
 	return fdp_msg_cancel(&st_of(ep)->m, context);
 }
 
+static void rdm_flush(struct fdp_ep *ep, uint64_t now_ns)
+{
+	struct rdm_state *s = st_of(ep);
+
+	for (size_t i = 0; s && i < s->npeers; i++)
+		fdp_rel_ack_now(&s->m.rel, &s->peers[i]->mp.rel, now_ns);
+}
+
 static void rdm_close(struct fdp_ep *ep)
 {
 	struct rdm_state *s = st_of(ep);
@@ -602,6 +610,7 @@ static const struct fdp_ep_hooks rdm_hooks = {
 	.enable = rdm_enable,
 	.cancel = rdm_cancel,
 	.close = rdm_close,
+	.flush = rdm_flush,
 	.rx_size_left = rdm_rx_size_left,
 	.tx_size_left = rdm_tx_size_left,
 };

@@ -26,6 +26,7 @@
 #define INJECT_STACK_MAX 4096       /* bytes assembled on the stack for fi_inject */
 #define CLOSE_DRAIN_NS 1000000000ull /* room for a control message: at most this */
 #define LINGER_DEFAULT_NS 10000000000ull /* sends in flight at close: 10 s at most */
+#define PEER_GONE_GRACE_NS 200000000ull  /* ... 0.2 s once the peer hung up */
 #define HUP_GRACE_NS 20000000ull    /* kernel EOF before FIN: wait this for the FIN */
 #define SLEEP_MIN_NS 20000ull       /* no wait fd: back-off from 20 µs ... */
 #define SLEEP_MAX_NS 1000000ull     /* ... to 1 ms */
@@ -1366,10 +1367,10 @@ static bool peer_gone(const struct stk_conn *conn)
  * memory: so the close (or the exit) waits for the peer to take the data — until
  * it has, or its library hung up the kernel connection, or the linger time
  * (SO_LINGER when the app set one, else LINGER_DEFAULT_NS) ran out. */
-static void drain_sends(struct stk_conn *conn)
+static bool drain_sends(struct stk_conn *conn)
 {
 	if (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) == 0)
-		return;
+		return false;
 	uint64_t linger_ns = LINGER_DEFAULT_NS;
 	struct linger lg;
 	socklen_t len = sizeof(lg);
@@ -1378,27 +1379,34 @@ static void drain_sends(struct stk_conn *conn)
 		linger_ns = (uint64_t)lg.l_linger * 1000000000ull;
 	uint64_t deadline = now_ns() + linger_ns;
 	uint64_t pause = SLEEP_MIN_NS;
+	bool gone = false;
 	/* the endpoint itself, also after a migration (progress() stops then; the
 	 * sends made before it still complete here; a forked child has none) */
 	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
-	while (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0 &&
-	       now_ns() < deadline && !peer_gone(conn)) {
+	while (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0) {
 		if (fab) {
 			stk_fab_progress(fab); /* usually completes them: no sleep */
 			if (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) == 0)
 				break;
 		}
+		uint64_t now = now_ns();
+		if (now >= deadline)
+			break;
+		/* The peer's app closed, or its process ended. Its provider may
+		 * still owe us the acknowledgements that complete our sends (dpdk
+		 * completes a send on the peer's ack; a live or cleanly exiting
+		 * peer sends it within milliseconds): a short grace, then give up
+		 * (a killed peer never answers). */
+		if (!gone && peer_gone(conn)) {
+			gone = true;
+			if (deadline - now > PEER_GONE_GRACE_NS)
+				deadline = now + PEER_GONE_GRACE_NS;
+		}
 		sleep_ns(pause);
 		if (pause < 1000000ull)
 			pause *= 2;
 	}
-	/* The peer's library acknowledges before its process hangs up the kernel
-	 * connection, but with a provider whose send completions wait for the
-	 * peer's acknowledgement (dpdk) that answer may still sit unread when the
-	 * hang-up is seen: take what has arrived (bounded) before giving up. */
-	for (int i = 0; fab && i < 8 &&
-			__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0; i++)
-		stk_fab_progress(fab);
+	return gone;
 }
 
 /* At exit, connections the app never closed still deliver what it wrote. */
@@ -1424,13 +1432,14 @@ int stk_close(struct stk_conn *conn, bool abortive)
 	uint16_t flags = rst ? STK_MSG_RST : (conn->fin_sent ? 0 : STK_MSG_FIN) | STK_MSG_CLOSE;
 	conn->fin_sent = true;
 	pthread_mutex_unlock(&conn->lock);
+	bool peer_left = false;
 	if (can_send) {
 		ret = post_control(conn, flags, true);
 		if (ret)
 			FSK_DBG("fd %d: close: could not send %s: %s", conn->fd,
 				rst ? "RST" : "FIN", strerror(-ret));
 		/* Data written before close is delivered, like the kernel does. */
-		drain_sends(conn);
+		peer_left = drain_sends(conn);
 	}
 	if (rst && !conn->mig_tx) {
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
@@ -1444,8 +1453,12 @@ int stk_close(struct stk_conn *conn, bool abortive)
 		/* A provider still owns a buffer that points at this connection: keep
 		 * the memory (a bounded leak) rather than let a completion write freed
 		 * memory. */
-		FSK_WARN("fd %d: close: sends still in flight at the linger bound; connection "
-			 "leaked", conn->fd);
+		if (peer_left) /* a killed peer: expected, and bounded */
+			FSK_INFO("fd %d: close: the peer process went away with sends of ours "
+				 "in flight; their buffers are kept", conn->fd);
+		else
+			FSK_WARN("fd %d: close: sends still in flight at the linger bound; "
+				 "connection leaked", conn->fd);
 		pthread_mutex_lock(&table_lock);
 		__atomic_store_n(&conn_table[conn->slot], NULL, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&table_lock);
