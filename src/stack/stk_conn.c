@@ -145,25 +145,23 @@ int stk_conn_answer_hello(struct stk_conn *conn, int decoded, const struct stk_n
 		return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
 					  "malformed HELLO from the server");
 	}
-	/* Choose: shm first when on the same host, then the configured order. */
+	/* Choose: the first of the configured order (FABSOCK_PROVIDERS, default
+	 * shm,tcp) both offer; shm only when both share a host and namespace. */
 	bool same_host = stk_nego_same_host(hello);
 	struct stk_fab *fab = NULL;
 	const struct stk_nego_prov *theirs = NULL;
 	bool common = false;
 	char name[STK_FAB_NAME_MAX];
-	for (int pass = 0; pass < 2 && !fab; pass++) {
-		const char *cursor = stk_cfg.providers;
-		while (!fab && next_provider(&cursor, name)) {
-			bool is_shm = strcmp(name, "shm") == 0;
-			if (is_shm != (pass == 0) || (is_shm && !same_host))
-				continue;
-			theirs = offered(hello, name);
-			if (!theirs)
-				continue;
-			common = true;
-			if (stk_fab_get(name, &fab) != 0)
-				fab = NULL;
-		}
+	const char *cursor = stk_cfg.providers;
+	while (!fab && next_provider(&cursor, name)) {
+		if (strcmp(name, "shm") == 0 && !same_host)
+			continue;
+		theirs = offered(hello, name);
+		if (!theirs)
+			continue;
+		common = true;
+		if (stk_fab_get(name, &fab) != 0)
+			fab = NULL;
 	}
 	stk_nego_cache_put(peer, STK_PEER_CAPABLE);
 	if (!fab) {
