@@ -477,7 +477,27 @@ static struct stk_lazy *graveyard;                 /* forgotten, freed by the th
 static int thread_epfd = -1;
 static int thread_wakefd = -1;      /* eventfd: work was queued for a sleeping thread */
 static pid_t thread_pid;            /* the process that owns the thread */
+static unsigned thread_gen;         /* which thread is the current one (an fd number
+				     * may come back, as a new epoll fd of ours) */
 static __thread bool in_thread;     /* the calling thread is the negotiation thread */
+
+/* reg_lock held: the thread's fds are still ours. An app that closes every fd
+ * above stderr (closefrom in a daemon) reuses the numbers at once, for a file, a
+ * socket or an epoll set of its own, so the number being open proves nothing:
+ * our epoll set holds our eventfd, which nobody else's does (EINVAL: not an
+ * epoll fd, ENOENT: another set, EBADF: closed). A thread whose epoll fd was
+ * closed sleeps on forever and is replaced; its fds are never touched again. */
+static bool thread_fds_ours(void)
+{
+	if (thread_epfd < 0 || thread_wakefd < 0 || thread_pid != getpid())
+		return false;
+	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = NULL };
+	if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_MOD, thread_wakefd, &wev) == 0)
+		return true;
+	thread_epfd = thread_wakefd = -1; /* maybe the app's numbers by now */
+	thread_pid = 0;
+	return false;
+}
 
 static void q_remove(struct stk_lazy *l)
 {
@@ -558,7 +578,7 @@ static void unlist_locked(struct stk_lazy *l)
 	l->prev = l->next = NULL;
 	q_remove(l);
 	l->listed = false;
-	if (thread_epfd >= 0 && l->conn->fd >= 0 && !l->priv_lost)
+	if (l->conn->fd >= 0 && !l->priv_lost && thread_fds_ours())
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, l->conn->fd, NULL);
 }
 
@@ -578,7 +598,7 @@ static void requeue(struct stk_lazy *l)
 		bool idle = !q_head[Q_TODO] && !q_head[Q_AGAIN];
 		q_push(l, Q_AGAIN);
 		uint64_t one = 1;
-		if (idle && !in_thread && thread_wakefd >= 0 && thread_pid == getpid() &&
+		if (idle && !in_thread && thread_fds_ours() &&
 		    stk_sys.write(thread_wakefd, &one, sizeof(one)) < 0)
 			FSK_DBG("negotiation thread not woken: %s", strerror(errno));
 	}
@@ -607,10 +627,10 @@ static void free_lazy(struct stk_lazy *l)
 
 /* reg_lock held: take the events of one epoll_wait (and the AGAIN queue, when
  * its time came) into the TODO queue; false when this thread was replaced. */
-static bool take_events(int epfd, const struct epoll_event *evs, int n, bool again,
-			struct stk_lazy **dead)
+static bool take_events(int epfd, unsigned gen, const struct epoll_event *evs, int n,
+			bool again, struct stk_lazy **dead)
 {
-	if (thread_epfd != epfd)
+	if (thread_epfd != epfd || thread_gen != gen)
 		return false; /* replaced (our epoll fd was closed): touch nothing */
 	for (int i = 0; i < n; i++) {
 		struct stk_lazy *l = evs[i].data.ptr;
@@ -663,7 +683,9 @@ static uint64_t visit_todo(void)
 
 static void *thread_main(void *arg)
 {
-	int epfd = (int)(intptr_t)arg;
+	uint64_t id = (uint64_t)(uintptr_t)arg;
+	int epfd = (int)(id & 0xffffffffu);
+	unsigned gen = (unsigned)(id >> 32);
 	in_thread = true;
 	sigset_t all;
 	sigfillset(&all);
@@ -685,7 +707,7 @@ static void *thread_main(void *arg)
 			/* Our epoll fd was closed behind our back (closefrom in a daemon):
 			 * the next negotiation starts a new thread. */
 			pthread_mutex_lock(&reg_lock);
-			if (thread_epfd == epfd) {
+			if (thread_epfd == epfd && thread_gen == gen) {
 				thread_epfd = -1;
 				thread_pid = 0;
 			}
@@ -695,7 +717,8 @@ static void *thread_main(void *arg)
 		struct stk_lazy *dead = NULL;
 		pthread_mutex_lock(&reg_lock);
 		/* the AGAIN queue is due when we slept for it */
-		bool ok = take_events(epfd, evs, n < 0 ? 0 : n, wait_ns != 0 || n <= 0, &dead);
+		bool ok = take_events(epfd, gen, evs, n < 0 ? 0 : n, wait_ns != 0 || n <= 0,
+				      &dead);
 		pthread_mutex_unlock(&reg_lock);
 		if (!ok)
 			return NULL;
@@ -715,14 +738,8 @@ static void *thread_main(void *arg)
 static int ensure_thread_locked(void)
 {
 	pid_t pid = getpid();
-	if (thread_epfd >= 0 && thread_pid == pid) {
-		/* EINVAL (itself) when it is open, EBADF when the app closed it */
-		if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, thread_epfd, NULL) < 0 &&
-		    errno == EBADF)
-			thread_epfd = -1; /* closed behind our back; its thread ends */
-		else
-			return 0;
-	}
+	if (thread_epfd >= 0 && thread_pid == pid && thread_fds_ours())
+		return 0;
 	if (thread_epfd >= 0)
 		stk_sys.close(thread_epfd); /* the parent's, inherited */
 	if (thread_wakefd >= 0 && thread_pid != pid)
@@ -752,7 +769,9 @@ static int ensure_thread_locked(void)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	pthread_t tid;
-	int ret = pthread_create(&tid, &attr, thread_main, (void *)(intptr_t)thread_epfd);
+	thread_gen++;
+	uint64_t id = (uint64_t)thread_gen << 32 | (uint32_t)thread_epfd;
+	int ret = pthread_create(&tid, &attr, thread_main, (void *)(uintptr_t)id);
 	pthread_attr_destroy(&attr);
 	if (ret) {
 		stk_sys.close(thread_wakefd);
