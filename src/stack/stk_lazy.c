@@ -152,7 +152,7 @@ static void io_fallback(struct stk_lazy *l, int err)
 	struct stk_attach_info info;
 	stk_conn_fall_back(&info, STK_C_FALLBACK_IO, l->app_fd,
 			   "kernel connection failed during the negotiation: %s",
-			   err == -ECONNRESET ? "end of stream" : strerror(-err));
+			   err == -ECONNRESET ? "end of stream or reset" : strerror(-err));
 	to_kernel(l);
 }
 

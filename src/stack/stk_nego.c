@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -521,11 +522,27 @@ int stk_nego_recv_msg(int fd, struct stk_nego_msg *msg, int timeout_ms)
 	}
 }
 
+/* The kernel connection has an error pending (a reset) and no byte before it.
+ * Our recv or send would then take the error (the kernel hands it to the first
+ * call that finds it, and clears it), and it is the app's: its poll's POLLERR,
+ * its SO_ERROR, its next call. poll and SIOCINQ leave it in place; with bytes
+ * queued a recv returns them and leaves the error too. */
+static bool error_pending(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = 0 };
+	if (stk_sys.poll(&p, 1, 0) <= 0 || !(p.revents & POLLERR))
+		return false;
+	int inq = 0;
+	return stk_sys.ioctl(fd, SIOCINQ, &inq) != 0 || inq <= 0;
+}
+
 int stk_nego_peek_at(int fd, size_t skip, struct stk_nego_msg *msg, size_t *msg_len)
 {
 	uint8_t buf[2 * STK_NEGO_MSG_MAX];
 	if (skip > STK_NEGO_MSG_MAX)
 		return -EINVAL;
+	if (error_pending(fd))
+		return skip == 0 ? -ECONNRESET : -EAGAIN;
 	ssize_t n = stk_sys.recv(fd, buf, skip + STK_NEGO_MSG_MAX, MSG_PEEK | MSG_DONTWAIT);
 	if (n == 0 || (n > 0 && (size_t)n == skip))
 		return n == 0 && skip == 0 ? -ECONNRESET : -EAGAIN;
@@ -559,6 +576,8 @@ int stk_nego_send_now(int fd, const struct stk_nego_msg *msg)
 	ssize_t len = stk_nego_encode(msg, buf, sizeof(buf));
 	if (len < 0)
 		return (int)len;
+	if (error_pending(fd))
+		return -ECONNRESET;
 	ssize_t n = stk_sys.send(fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (n == len)
 		return 0;
