@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +61,7 @@ struct stk_lazy {
 	uint64_t deadline;        /* server in HANDSHAKE: CANCEL after */
 	bool changed;             /* phase changed: tell the epoll layer (once) */
 	bool priv_lost;           /* the app closed our fd number behind our back */
+	ino_t priv_ino;           /* the socket our private fd is (immutable) */
 	bool held;                /* server: the client sent HOLD */
 	int app_waiting;          /* atomic: an app thread drives it now (the thread
 				   * keeps off: taking the records it waits for
@@ -123,6 +125,17 @@ static void to_fabric(struct stk_lazy *l)
 static void to_kernel(struct stk_lazy *l)
 {
 	set_stage(l, DONE);
+}
+
+/* Is the private fd still the socket it was? An app that closed it behind our
+ * back (closefrom, close_range) may have the number again for a socket or file
+ * of its own: never read, register or close that one. Sockets have inodes of
+ * their own. No lock needed (an fstat). */
+static bool priv_same(const struct stk_lazy *l)
+{
+	struct stat st;
+	int fd = __atomic_load_n(&l->conn->fd, __ATOMIC_ACQUIRE);
+	return !l->priv_lost && fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == l->priv_ino;
 }
 
 static bool get_addrs(struct stk_lazy *l)
@@ -451,6 +464,10 @@ static bool step(struct stk_lazy *l, enum driver by)
 
 static void advance(struct stk_lazy *l, enum driver by)
 {
+	if (l->stage != DONE && !priv_same(l)) {
+		io_fallback(l, -EBADF); /* its negotiation cannot go on: the kernel */
+		return;
+	}
 	/* A forked child cannot take a connection onto its parent's fabric
 	 * endpoint: what it inherited while negotiating goes to the kernel. */
 	if (by == BY_APP && getpid() != l->pid)
@@ -560,8 +577,9 @@ static void release_priv(struct stk_lazy *l)
 {
 	if (__atomic_load_n(&l->conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_KERNEL)
 		return;
+	bool ours = priv_same(l);
 	int fd = __atomic_exchange_n(&l->conn->fd, -1, __ATOMIC_ACQ_REL);
-	if (fd >= 0 && !l->priv_lost)
+	if (fd >= 0 && ours)
 		stk_sys.close(fd);
 }
 
@@ -578,7 +596,7 @@ static void unlist_locked(struct stk_lazy *l)
 	l->prev = l->next = NULL;
 	q_remove(l);
 	l->listed = false;
-	if (l->conn->fd >= 0 && !l->priv_lost && thread_fds_ours())
+	if (priv_same(l) && thread_fds_ours())
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, l->conn->fd, NULL);
 }
 
@@ -760,6 +778,8 @@ static int ensure_thread_locked(void)
 		return -err;
 	}
 	for (struct stk_lazy *l = reg_head; l; l = l->next) {
+		if (!priv_same(l))
+			continue; /* closed behind our back: its next step settles it */
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
 					  .data.ptr = l };
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_ADD, l->conn->fd, &ev);
@@ -828,6 +848,8 @@ static int create(int priv, int app_fd, bool client, enum stage st, struct stk_c
 	l->pid = getpid();
 	l->client = client;
 	l->stage = st;
+	struct stat pst;
+	l->priv_ino = fstat(priv, &pst) == 0 ? pst.st_ino : 0;
 	conn->lazy = l;
 	conn->phase = STK_PHASE_PENDING;
 	*out = conn;
@@ -901,7 +923,7 @@ void stk_lazy_forget(struct stk_conn *conn)
 	 * the app's race, as with the kernel) may be in a step: wait for it */
 	pthread_mutex_lock(&l->lock);
 	pthread_mutex_unlock(&l->lock);
-	if (l->priv_lost)
+	if (!priv_same(l))
 		conn->fd = -1; /* not ours any more: the close must not touch it */
 	conn->lazy = NULL;
 	if (!defer) {
