@@ -433,6 +433,15 @@ static bool step(struct stk_lazy *l, enum driver by)
 	case STRIP_HELLO:
 	case STRIP_CANCEL:
 	case STRIP_REPLY: {
+		/* The app's bytes flow on the kernel now: a reset is the app's (its
+		 * POLLERR, SO_ERROR, next call), a peek must not take it. (Before
+		 * that, a reset may come from the peer closing with our records
+		 * unread, where the kernel alone would have sent a FIN: a peek
+		 * taking it leaves the app the end of stream.) */
+		if (stk_nego_error_pending(conn->fd)) {
+			to_kernel(l);
+			return true;
+		}
 		r = stk_nego_peek(conn->fd, &msg, &len);
 		if (r == -EAGAIN)
 			return false;

@@ -522,13 +522,10 @@ int stk_nego_recv_msg(int fd, struct stk_nego_msg *msg, int timeout_ms)
 	}
 }
 
-/* The kernel connection has an error pending (a reset) and no byte before it.
- * Our recv or send would then take the error (the kernel hands it to the first
- * call that finds it, and clears it), and it is the app's: its poll's POLLERR,
- * its SO_ERROR, its next call. poll and SIOCINQ leave it in place; with bytes
- * queued a recv returns them and leaves the error too. */
-static bool error_pending(int fd)
+bool stk_nego_error_pending(int fd)
 {
+	/* poll and SIOCINQ leave the error in place; with bytes queued a recv
+	 * returns them and leaves it too */
 	struct pollfd p = { .fd = fd, .events = 0 };
 	if (stk_sys.poll(&p, 1, 0) <= 0 || !(p.revents & POLLERR))
 		return false;
@@ -541,8 +538,6 @@ int stk_nego_peek_at(int fd, size_t skip, struct stk_nego_msg *msg, size_t *msg_
 	uint8_t buf[2 * STK_NEGO_MSG_MAX];
 	if (skip > STK_NEGO_MSG_MAX)
 		return -EINVAL;
-	if (error_pending(fd))
-		return skip == 0 ? -ECONNRESET : -EAGAIN;
 	ssize_t n = stk_sys.recv(fd, buf, skip + STK_NEGO_MSG_MAX, MSG_PEEK | MSG_DONTWAIT);
 	if (n == 0 || (n > 0 && (size_t)n == skip))
 		return n == 0 && skip == 0 ? -ECONNRESET : -EAGAIN;
@@ -576,8 +571,6 @@ int stk_nego_send_now(int fd, const struct stk_nego_msg *msg)
 	ssize_t len = stk_nego_encode(msg, buf, sizeof(buf));
 	if (len < 0)
 		return (int)len;
-	if (error_pending(fd))
-		return -ECONNRESET;
 	ssize_t n = stk_sys.send(fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (n == len)
 		return 0;
