@@ -126,9 +126,16 @@ struct stk_sock *stk_accel_accepted(struct stk_sock *listener, int newfd)
 int stk_accel_settle(struct stk_sock *sock, bool for_write, int flags)
 {
 	struct stk_conn *conn = sock->conn;
+	/* recv(MSG_OOB) never waits, as tcp_recv_urg */
+	bool oob_read = !for_write && (flags & MSG_OOB);
 	bool nonblock = __atomic_load_n(&conn->nonblock, __ATOMIC_RELAXED) ||
-			(flags & MSG_DONTWAIT);
-	return stk_lazy_settle(conn, for_write, nonblock);
+			(flags & MSG_DONTWAIT) || oob_read;
+	int phase = stk_lazy_settle(conn, for_write, nonblock);
+	/* Not decided yet: no byte of the app has arrived, so none is urgent
+	 * (the kernel's answer with no urgent data: EINVAL, not EAGAIN). */
+	if (oob_read && phase == -EAGAIN)
+		return -EINVAL;
+	return phase;
 }
 
 void stk_accel_refuse(struct stk_sock *sock)

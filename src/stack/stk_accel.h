@@ -55,7 +55,9 @@ struct stk_sock *stk_accel_accepted(struct stk_sock *listener, int newfd);
 
 /* A data call is about to run on sock, whose conn is not on the fabric yet
  * (phase != STK_PHASE_FABRIC): see stk_lazy_settle. flags: the call's
- * (MSG_DONTWAIT makes it non-blocking). Returns the phase to use or -EAGAIN. */
+ * (MSG_DONTWAIT makes it non-blocking; a receive with MSG_OOB never waits and
+ * gets -EINVAL while undecided: no urgent byte can have come yet). Returns the
+ * phase to use, -EAGAIN or -EINVAL. */
 int stk_accel_settle(struct stk_sock *sock, bool for_write, int flags);
 
 /* The connection the data calls and poll must go through, or NULL when the

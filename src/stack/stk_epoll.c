@@ -346,7 +346,7 @@ static void remove_item(struct stk_epoll *ep, struct ep_item *it)
 	free(it);
 }
 
-static uint32_t item_events(struct ep_item *it, uint64_t *gen);
+static uint32_t item_events(struct ep_item *it, uint64_t *gen, bool drive);
 
 /* After ADD or MOD (lock held): queue the item when it is ready now, as the
  * kernel's ep_insert / ep_modify do (its later changes queue it themselves). */
@@ -355,7 +355,7 @@ static void queue_if_ready(struct ep_item *it)
 	uint64_t gen;
 	if (it->disabled)
 		return;
-	if (item_events(it, &gen) || (it->conn && !it->fab_known))
+	if (item_events(it, &gen, false) || (it->conn && !it->fab_known))
 		enqueue(it);
 }
 
@@ -619,8 +619,9 @@ void stk_epoll_conn_closed(struct stk_conn *conn)
 
 static bool inner_pending(struct stk_epoll *inner);
 
-/* What the item would report now (0 = nothing), without touching its state. */
-static uint32_t item_events(struct ep_item *it, uint64_t *gen)
+/* What the item would report now (0 = nothing), without touching its state.
+ * drive: progress the item's fabric first (the caller did not). */
+static uint32_t item_events(struct ep_item *it, uint64_t *gen, bool drive)
 {
 	uint32_t want = it->events & EVENT_BITS;
 	*gen = 0;
@@ -629,8 +630,8 @@ static uint32_t item_events(struct ep_item *it, uint64_t *gen)
 		 * either covered by this report or seen as a new edge by the next
 		 * scan, never reported twice */
 		/* the scan progressed the set's fabrics just before (walk_ready);
-		 * an item whose fabric is not known yet drives its own */
-		short ev = stk_ready_ops.events_now && it->fab_known &&
+		 * an item whose fabric was not known then drives its own */
+		short ev = stk_ready_ops.events_now && it->fab_known && !drive &&
 				   stk_ready_phase(it->conn) == STK_PHASE_FABRIC
 				   ? stk_ready_ops.events_now(it->conn)
 				   : stk_ready_ops.events(it->conn);
@@ -685,9 +686,13 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 		bool fire = false, keep = false;
 		uint32_t r = 0;
 		if (!it->disabled) {
+			/* a fabric learnt only now was not progressed above: the
+			 * item drives it itself this once (a conn that just left
+			 * the negotiation may have its first bytes waiting) */
+			bool fab_was_known = it->fab_known;
 			note_fab(ep, it);
 			uint64_t gen;
-			r = item_events(it, &gen);
+			r = item_events(it, &gen, !fab_was_known);
 			if (it->events & EPOLLET) {
 				fire = is_edge(it, r, gen);
 				if (report) {
@@ -697,8 +702,13 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 			} else {
 				fire = r != 0;
 			}
-			/* no message will announce provider room: poll such items */
-			keep = it->conn && (!it->fab_known ||
+			/* no message will announce provider room: poll such items
+			 * (and one on the fabric whose fabric we cannot name yet); a
+			 * negotiating conn is announced by its kernel socket (in P)
+			 * and its phase changes: keeping it would hold the set ready
+			 * (E readable) and every sleep would return at once */
+			keep = it->conn && ((!it->fab_known &&
+					     stk_ready_phase(it->conn) == STK_PHASE_FABRIC) ||
 					    ((it->events & EPOLLOUT) && !(r & EPOLLOUT) &&
 					     stk_ready_ops.tx_blocked &&
 					     stk_ready_ops.tx_blocked(it->conn)));

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +61,7 @@ struct stk_lazy {
 	uint64_t deadline;        /* server in HANDSHAKE: CANCEL after */
 	bool changed;             /* phase changed: tell the epoll layer (once) */
 	bool priv_lost;           /* the app closed our fd number behind our back */
+	ino_t priv_ino;           /* the socket our private fd is (immutable) */
 	bool held;                /* server: the client sent HOLD */
 	int app_waiting;          /* atomic: an app thread drives it now (the thread
 				   * keeps off: taking the records it waits for
@@ -125,6 +127,17 @@ static void to_kernel(struct stk_lazy *l)
 	set_stage(l, DONE);
 }
 
+/* Is the private fd still the socket it was? An app that closed it behind our
+ * back (closefrom, close_range) may have the number again for a socket or file
+ * of its own: never read, register or close that one. Sockets have inodes of
+ * their own. No lock needed (an fstat). */
+static bool priv_same(const struct stk_lazy *l)
+{
+	struct stat st;
+	int fd = __atomic_load_n(&l->conn->fd, __ATOMIC_ACQUIRE);
+	return !l->priv_lost && fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == l->priv_ino;
+}
+
 static bool get_addrs(struct stk_lazy *l)
 {
 	if (l->addrs)
@@ -152,7 +165,7 @@ static void io_fallback(struct stk_lazy *l, int err)
 	struct stk_attach_info info;
 	stk_conn_fall_back(&info, STK_C_FALLBACK_IO, l->app_fd,
 			   "kernel connection failed during the negotiation: %s",
-			   err == -ECONNRESET ? "end of stream" : strerror(-err));
+			   err == -ECONNRESET ? "end of stream or reset" : strerror(-err));
 	to_kernel(l);
 }
 
@@ -412,6 +425,15 @@ static bool step(struct stk_lazy *l, enum driver by)
 	case STRIP_HELLO:
 	case STRIP_CANCEL:
 	case STRIP_REPLY: {
+		/* The app's bytes flow on the kernel now: a reset is the app's (its
+		 * POLLERR, SO_ERROR, next call), a peek must not take it. (Before
+		 * that, a reset may come from the peer closing with our records
+		 * unread, where the kernel alone would have sent a FIN: a peek
+		 * taking it leaves the app the end of stream.) */
+		if (stk_nego_error_pending(conn->fd)) {
+			to_kernel(l);
+			return true;
+		}
 		r = stk_nego_peek(conn->fd, &msg, &len);
 		if (r == -EAGAIN)
 			return false;
@@ -443,6 +465,10 @@ static bool step(struct stk_lazy *l, enum driver by)
 
 static void advance(struct stk_lazy *l, enum driver by)
 {
+	if (l->stage != DONE && !priv_same(l)) {
+		io_fallback(l, -EBADF); /* its negotiation cannot go on: the kernel */
+		return;
+	}
 	/* A forked child cannot take a connection onto its parent's fabric
 	 * endpoint: what it inherited while negotiating goes to the kernel. */
 	if (by == BY_APP && getpid() != l->pid)
@@ -469,7 +495,27 @@ static struct stk_lazy *graveyard;                 /* forgotten, freed by the th
 static int thread_epfd = -1;
 static int thread_wakefd = -1;      /* eventfd: work was queued for a sleeping thread */
 static pid_t thread_pid;            /* the process that owns the thread */
+static unsigned thread_gen;         /* which thread is the current one (an fd number
+				     * may come back, as a new epoll fd of ours) */
 static __thread bool in_thread;     /* the calling thread is the negotiation thread */
+
+/* reg_lock held: the thread's fds are still ours. An app that closes every fd
+ * above stderr (closefrom in a daemon) reuses the numbers at once, for a file, a
+ * socket or an epoll set of its own, so the number being open proves nothing:
+ * our epoll set holds our eventfd, which nobody else's does (EINVAL: not an
+ * epoll fd, ENOENT: another set, EBADF: closed). A thread whose epoll fd was
+ * closed sleeps on forever and is replaced; its fds are never touched again. */
+static bool thread_fds_ours(void)
+{
+	if (thread_epfd < 0 || thread_wakefd < 0 || thread_pid != getpid())
+		return false;
+	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = NULL };
+	if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_MOD, thread_wakefd, &wev) == 0)
+		return true;
+	thread_epfd = thread_wakefd = -1; /* maybe the app's numbers by now */
+	thread_pid = 0;
+	return false;
+}
 
 static void q_remove(struct stk_lazy *l)
 {
@@ -532,8 +578,9 @@ static void release_priv(struct stk_lazy *l)
 {
 	if (__atomic_load_n(&l->conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_KERNEL)
 		return;
+	bool ours = priv_same(l);
 	int fd = __atomic_exchange_n(&l->conn->fd, -1, __ATOMIC_ACQ_REL);
-	if (fd >= 0 && !l->priv_lost)
+	if (fd >= 0 && ours)
 		stk_sys.close(fd);
 }
 
@@ -550,7 +597,7 @@ static void unlist_locked(struct stk_lazy *l)
 	l->prev = l->next = NULL;
 	q_remove(l);
 	l->listed = false;
-	if (thread_epfd >= 0 && l->conn->fd >= 0 && !l->priv_lost)
+	if (priv_same(l) && thread_fds_ours())
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, l->conn->fd, NULL);
 }
 
@@ -570,7 +617,7 @@ static void requeue(struct stk_lazy *l)
 		bool idle = !q_head[Q_TODO] && !q_head[Q_AGAIN];
 		q_push(l, Q_AGAIN);
 		uint64_t one = 1;
-		if (idle && !in_thread && thread_wakefd >= 0 && thread_pid == getpid() &&
+		if (idle && !in_thread && thread_fds_ours() &&
 		    stk_sys.write(thread_wakefd, &one, sizeof(one)) < 0)
 			FSK_DBG("negotiation thread not woken: %s", strerror(errno));
 	}
@@ -599,10 +646,10 @@ static void free_lazy(struct stk_lazy *l)
 
 /* reg_lock held: take the events of one epoll_wait (and the AGAIN queue, when
  * its time came) into the TODO queue; false when this thread was replaced. */
-static bool take_events(int epfd, const struct epoll_event *evs, int n, bool again,
-			struct stk_lazy **dead)
+static bool take_events(int epfd, unsigned gen, const struct epoll_event *evs, int n,
+			bool again, struct stk_lazy **dead)
 {
-	if (thread_epfd != epfd)
+	if (thread_epfd != epfd || thread_gen != gen)
 		return false; /* replaced (our epoll fd was closed): touch nothing */
 	for (int i = 0; i < n; i++) {
 		struct stk_lazy *l = evs[i].data.ptr;
@@ -655,7 +702,9 @@ static uint64_t visit_todo(void)
 
 static void *thread_main(void *arg)
 {
-	int epfd = (int)(intptr_t)arg;
+	uint64_t id = (uint64_t)(uintptr_t)arg;
+	int epfd = (int)(id & 0xffffffffu);
+	unsigned gen = (unsigned)(id >> 32);
 	in_thread = true;
 	sigset_t all;
 	sigfillset(&all);
@@ -677,7 +726,7 @@ static void *thread_main(void *arg)
 			/* Our epoll fd was closed behind our back (closefrom in a daemon):
 			 * the next negotiation starts a new thread. */
 			pthread_mutex_lock(&reg_lock);
-			if (thread_epfd == epfd) {
+			if (thread_epfd == epfd && thread_gen == gen) {
 				thread_epfd = -1;
 				thread_pid = 0;
 			}
@@ -687,7 +736,8 @@ static void *thread_main(void *arg)
 		struct stk_lazy *dead = NULL;
 		pthread_mutex_lock(&reg_lock);
 		/* the AGAIN queue is due when we slept for it */
-		bool ok = take_events(epfd, evs, n < 0 ? 0 : n, wait_ns != 0 || n <= 0, &dead);
+		bool ok = take_events(epfd, gen, evs, n < 0 ? 0 : n, wait_ns != 0 || n <= 0,
+				      &dead);
 		pthread_mutex_unlock(&reg_lock);
 		if (!ok)
 			return NULL;
@@ -716,14 +766,8 @@ static uint32_t thread_events(const struct stk_lazy *l)
 static int ensure_thread_locked(void)
 {
 	pid_t pid = getpid();
-	if (thread_epfd >= 0 && thread_pid == pid) {
-		/* EINVAL (itself) when it is open, EBADF when the app closed it */
-		if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, thread_epfd, NULL) < 0 &&
-		    errno == EBADF)
-			thread_epfd = -1; /* closed behind our back; its thread ends */
-		else
-			return 0;
-	}
+	if (thread_epfd >= 0 && thread_pid == pid && thread_fds_ours())
+		return 0;
 	if (thread_epfd >= 0)
 		stk_sys.close(thread_epfd); /* the parent's, inherited */
 	if (thread_wakefd >= 0 && thread_pid != pid)
@@ -744,6 +788,8 @@ static int ensure_thread_locked(void)
 		return -err;
 	}
 	for (struct stk_lazy *l = reg_head; l; l = l->next) {
+		if (!priv_same(l))
+			continue; /* closed behind our back: its next step settles it */
 		struct epoll_event ev = { .events = thread_events(l), .data.ptr = l };
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_ADD, l->conn->fd, &ev);
 	}
@@ -752,7 +798,9 @@ static int ensure_thread_locked(void)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	pthread_t tid;
-	int ret = pthread_create(&tid, &attr, thread_main, (void *)(intptr_t)thread_epfd);
+	thread_gen++;
+	uint64_t id = (uint64_t)thread_gen << 32 | (uint32_t)thread_epfd;
+	int ret = pthread_create(&tid, &attr, thread_main, (void *)(uintptr_t)id);
 	pthread_attr_destroy(&attr);
 	if (ret) {
 		stk_sys.close(thread_wakefd);
@@ -808,6 +856,8 @@ static int create(int priv, int app_fd, bool client, enum stage st, struct stk_c
 	l->pid = getpid();
 	l->client = client;
 	l->stage = st;
+	struct stat pst;
+	l->priv_ino = fstat(priv, &pst) == 0 ? pst.st_ino : 0;
 	conn->lazy = l;
 	conn->phase = STK_PHASE_PENDING;
 	*out = conn;
@@ -881,7 +931,7 @@ void stk_lazy_forget(struct stk_conn *conn)
 	 * the app's race, as with the kernel) may be in a step: wait for it */
 	pthread_mutex_lock(&l->lock);
 	pthread_mutex_unlock(&l->lock);
-	if (l->priv_lost)
+	if (!priv_same(l))
 		conn->fd = -1; /* not ours any more: the close must not touch it */
 	conn->lazy = NULL;
 	if (!defer) {

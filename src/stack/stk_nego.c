@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -530,6 +531,17 @@ int stk_nego_recv_msg(int fd, struct stk_nego_msg *msg, int timeout_ms)
 		if (w == 0 && ms_left(&deadline) < 0)
 			return -ETIMEDOUT;
 	}
+}
+
+bool stk_nego_error_pending(int fd)
+{
+	/* poll and SIOCINQ leave the error in place; with bytes queued a recv
+	 * returns them and leaves it too */
+	struct pollfd p = { .fd = fd, .events = 0 };
+	if (stk_sys.poll(&p, 1, 0) <= 0 || !(p.revents & POLLERR))
+		return false;
+	int inq = 0;
+	return stk_sys.ioctl(fd, SIOCINQ, &inq) != 0 || inq <= 0;
 }
 
 int stk_nego_peek_at(int fd, size_t skip, struct stk_nego_msg *msg, size_t *msg_len)

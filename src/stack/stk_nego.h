@@ -165,6 +165,10 @@ void stk_nego_cache_put(const struct sockaddr *dest, enum stk_nego_peer state);
  * connection's send buffer always has room; a partial send is completed with a
  * bounded wait). All return 0 or -errno. */
 int stk_nego_peek(int fd, struct stk_nego_msg *msg, size_t *msg_len);
+/* The kernel connection has an error pending (a reset) with no byte before it:
+ * a peek or send would take it (the kernel hands it to the first call that
+ * finds it and clears it). Takes nothing. */
+bool stk_nego_error_pending(int fd);
 /* The same for the record that starts skip (≤ STK_NEGO_MSG_MAX) bytes in: what
  * follows a record peek found (-EAGAIN also when the stream ends before it). */
 int stk_nego_peek_at(int fd, size_t skip, struct stk_nego_msg *msg, size_t *msg_len);
