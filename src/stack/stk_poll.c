@@ -146,6 +146,17 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			continue; /* completions pending: the next evaluation drains them */
 		if (nw > 0 && eval_accel(fds, nfds, conns) > 0)
 			continue; /* delivered by another thread before our trywait */
+		if (slice) {
+			struct stk_ready_bells bells = { .send = slice >= STK_READY_ANNOUNCE_NS };
+			for (nfds_t i = 0; i < nfds; i++)
+				if (conns[i])
+					stk_ready_bells_add(&bells, conns[i]);
+			int b = stk_ready_bells_result(&bells);
+			if (b == STK_READY_BELLS_RECHECK)
+				continue; /* announced: look once more before sleeping */
+			if (b == STK_READY_BELLS_SLEEP)
+				slice = 0;
+		}
 		bool negotiating = arm_liveness(fds, k, nfds, conns);
 		uint64_t now = stk_ready_now_ns();
 		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER
