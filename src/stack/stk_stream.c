@@ -387,9 +387,8 @@ static void changed(struct stk_conn *conn);
  * message counted (stk_stream.h, "Sleeping"), which are taken now so that
  * nobody reads them as data. They were written before that message was
  * posted, so they are here or about to be (loopback: shm peers share a host). */
-static void set_mig_rx_locked(struct stk_conn *conn)
+static void skip_bells_locked(struct stk_conn *conn)
 {
-	conn->mig_rx = true;
 	uint64_t deadline = 0;
 	while (conn->bells_rx != conn->bells_seen && conn->fd >= 0) {
 		uint8_t buf[64];
@@ -412,6 +411,25 @@ static void set_mig_rx_locked(struct stk_conn *conn)
 		struct pollfd p = { .fd = conn->fd, .events = POLLIN };
 		stk_sys.poll(&p, 1, 1);
 	}
+}
+
+static void set_mig_rx_locked(struct stk_conn *conn)
+{
+	conn->mig_rx = true;
+	/* Still negotiating (a MIGRATE that came before the server's READY was
+	 * read): the doorbells follow that record; stk_conn_enter_fabric takes them. */
+	if (stk_conn_on_fabric(conn))
+		skip_bells_locked(conn);
+}
+
+void stk_conn_enter_fabric(struct stk_conn *conn)
+{
+	pthread_mutex_lock(&conn->lock);
+	conn->generation++;
+	if (conn->mig_rx)
+		skip_bells_locked(conn);
+	__atomic_store_n(&conn->phase, STK_PHASE_FABRIC, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&conn->lock);
 }
 
 /* Our MIGRATE is posted (lock held): what the app did to the stream before
@@ -594,7 +612,9 @@ static void protocol_reset(struct stk_conn *conn, const char *why)
 static void ring_locked(struct stk_conn *conn)
 {
 	conn->peer_sleeping = false;
-	if (conn->mig_tx || conn->fd < 0 || !stk_conn_on_fabric(conn))
+	/* after the peer's MIGRATE it reads no doorbell: it reads our stream there
+	 * (also when it gave up waiting for our answer) */
+	if (conn->mig_tx || conn->mig_rx || conn->fd < 0 || !stk_conn_on_fabric(conn))
 		return;
 	uint8_t bell = 0xdb;
 	if (stk_sys.send(conn->fd, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)

@@ -207,6 +207,10 @@ int stk_conn_create_migrated(int fd, struct stk_leftover *left, int left_fd,
 			     struct stk_conn **out);
 /* Remove from the table and free (no message sent; the kernel fd is not closed). */
 void stk_conn_destroy(struct stk_conn *conn);
+/* The negotiation put conn on the fabric (stk_lazy.c): bump the generation,
+ * take the doorbells of a MIGRATE that came first (they follow the last
+ * negotiation record), then publish the phase. */
+void stk_conn_enter_fabric(struct stk_conn *conn);
 
 /* Called by stk_fab_progress (cq lock held) for every received message. */
 void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len);
