@@ -69,6 +69,7 @@ static int fab_wait_fd(struct stk_fab *fab)
 	.tx_blocked = stk_conn_tx_blocked, \
 	.phase = conn_phase, \
 	.announce = stk_conn_sleep_announce, \
+	.sleepers = stk_conn_sleepers_add, \
 }
 
 const struct stk_ready_ops stk_ready_ops_default = READY_OPS_REAL;

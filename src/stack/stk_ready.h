@@ -130,6 +130,8 @@ struct stk_ready_ops {
 	/* Optional (NULL: never covered): before a sleep on a fabric without a
 	 * wait fd, stk_conn_sleep_announce (doorbells, stk_stream.h). */
 	int (*announce)(struct stk_conn *conn, bool send);
+	/* Optional: stk_conn_sleepers_add (poll's sleeps on the conn). */
+	void (*sleepers)(struct stk_conn *conn, int n);
 };
 
 extern struct stk_ready_ops stk_ready_ops;

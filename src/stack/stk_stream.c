@@ -724,6 +724,26 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 
 /* ---- transmit side ---- */
 
+/* A message that matters went out while our sleep was announced (lock held):
+ * the peer clears its mark on it. Threads of ours may still sleep on the
+ * announcement (a reader while this one writes): announce again at once for
+ * them (Dekker with stk_conn_sleepers_add: either they see the flag cleared
+ * and announce themselves, or we see them); epoll sets re-evaluate the conn
+ * (their sleepers announce again). */
+static void announce_again_locked(struct stk_conn *conn)
+{
+	__atomic_store_n(&conn->sleep_announced, false, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&conn->sleepers, __ATOMIC_SEQ_CST) > 0 &&
+	    post_locked(conn, STK_MSG_SLEEP, conn->rx_seq, NULL, 0, false) == 0)
+		__atomic_store_n(&conn->sleep_announced, true, __ATOMIC_SEQ_CST);
+	changed(conn);
+}
+
+void stk_conn_sleepers_add(struct stk_conn *conn, int n)
+{
+	__atomic_add_fetch(&conn->sleepers, n, __ATOMIC_SEQ_CST);
+}
+
 /* Post one message (lock held). payload may be NULL when plen is 0. With
  * tracked, a registered buffer is always used and counted in tx_outstanding so
  * close can wait for it to leave. Returns 0 or -EAGAIN/-errno. */
@@ -784,7 +804,7 @@ static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field
 		conn->tx_wake_seq = conn->tx_seq;
 		/* the peer clears its mark on this message: announce again */
 		if (__builtin_expect(conn->sleep_announced, 0))
-			__atomic_store_n(&conn->sleep_announced, false, __ATOMIC_RELAXED);
+			announce_again_locked(conn);
 	}
 	return 0;
 }
@@ -1446,7 +1466,7 @@ int stk_conn_sleep_announce(struct stk_conn *conn, bool send)
 		return STK_SLEEP_NO;
 	if (stk_fab_wait_fd(fab) >= 0)
 		return STK_SLEEP_COVERED; /* the fabric's wait fd serves (the caller sleeps on it) */
-	if (__atomic_load_n(&conn->sleep_announced, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&conn->sleep_announced, __ATOMIC_SEQ_CST))
 		return STK_SLEEP_COVERED;
 	if (!send)
 		return STK_SLEEP_NO;
@@ -1498,12 +1518,17 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 			sleep = SLEEP_MAX_NS; /* the condition may change without an fd event */
 		struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
 		int wfd = fab ? stk_fab_wait_fd(fab) : -1;
+		stk_conn_sleepers_add(conn, 1);
 		int bell = until ? STK_SLEEP_NO : stk_conn_sleep_announce(conn, backoff >= ANNOUNCE_NS);
-		if (bell == STK_SLEEP_SENT)
+		if (bell == STK_SLEEP_SENT) {
+			stk_conn_sleepers_add(conn, -1);
 			continue; /* look once more before sleeping */
+		}
 		if (wfd >= 0) {
-			if (!stk_fab_trywait(fab))
+			if (!stk_fab_trywait(fab)) {
+				stk_conn_sleepers_add(conn, -1);
 				continue; /* completions pending: progress again */
+			}
 			pfd[nfds].fd = wfd;
 			pfd[nfds++].events = POLLIN;
 		}
@@ -1525,6 +1550,7 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 		struct timespec ts = { .tv_sec = (time_t)(sleep / 1000000000ull),
 				       .tv_nsec = (long)(sleep % 1000000000ull) };
 		int n = stk_ready_sys_ppoll(pfd, nfds, &ts, sleep_mask);
+		stk_conn_sleepers_add(conn, -1);
 		if (n == -EINTR)
 			return -EINTR;
 		if (n > 0 && pfd[0].revents && !until)

@@ -50,11 +50,16 @@
  *    once more, then we sleep: a ring at any point leaves the byte readable;
  *  - both ends go to sleep at once: each SLEEP is not a message that matters,
  *    so each marks the other (no ring ping-pong); the first to send rings;
- *  - several threads of one process waiting on one connection: a thread that
- *    sends clears the mark while another still sleeps, and a doorbell one
- *    thread consumes is not seen by the other: such sleeps are capped
- *    (STK_SLEEP_CAP_NS: a state change made by another thread, shutdown for
- *    one, signals no fd either);
+ *  - a thread sends while another thread of the process sleeps on the
+ *    announcement (a writer and a reader): the peer clears its mark on that
+ *    message, so the sender announces again at once when a poll or blocking
+ *    wait sleeps on the conn (stk_conn_sleepers_add, Dekker on the flag and
+ *    the count) and tells epoll sets (they re-scan and announce again);
+ *  - a doorbell consumed by one thread is not seen by another thread sleeping
+ *    on the same kernel connection: poll and blocking waits covered by
+ *    doorbells sleep at most STK_SLEEP_CAP_NS (a state change made by another
+ *    thread, shutdown for one, signals no fd either); epoll sets are woken by
+ *    the consumer's readiness notification;
  *  - the connection migrates while asleep: MIGRATE rings like any message and
  *    counts the doorbells before the stream; the data then arrives on the very
  *    fd slept on. A peer that closed or reset has nothing more to say: such a
@@ -169,6 +174,8 @@ struct stk_conn {
 	uint32_t tx_wake_seq;     /* tx_seq after our last message that is not SLEEP/BELL */
 	bool peer_sleeping;       /* its SLEEP came and it has seen all that matters */
 	bool sleep_announced;     /* atomic: our SLEEP is out, not cleared since */
+	int sleepers;             /* atomic: threads of ours in a poll or blocking
+				   * wait on the conn (stk_conn_sleepers_add) */
 	uint8_t bell_owed;        /* a byte written, no message counted it yet:
 				   * BELL_OWED (a post follows), BELL_OWED_QUEUED
 				   * (that post failed: answer_pending posts a BELL) */
@@ -267,7 +274,11 @@ void stk_conn_check_liveness(struct stk_conn *conn);
  * sleep in slices. */
 enum { STK_SLEEP_NO = -1, STK_SLEEP_COVERED = 0, STK_SLEEP_SENT = 1 };
 int stk_conn_sleep_announce(struct stk_conn *conn, bool send);
-#define STK_SLEEP_CAP_NS 200000000ull /* a covered single-connection sleep: at most */
+#define STK_SLEEP_CAP_NS 200000000ull /* a covered poll or blocking wait: at most */
+/* A poll or blocking wait is about to sleep on conn (+1, before it asks
+ * stk_conn_sleep_announce) or woke up (-1): a thread that sends on the conn
+ * meanwhile announces again for it. */
+void stk_conn_sleepers_add(struct stk_conn *conn, int n);
 /* Changes whenever something arrived for the connection (data, credit, FIN,
  * RST, peer death): for edge-triggered readiness. */
 uint64_t stk_conn_generation(struct stk_conn *conn);

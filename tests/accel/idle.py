@@ -2,7 +2,10 @@
 other (epoll_wait, poll or a blocking recv) until the client gets SIGUSR1; then
 the client runs a bounded byte-checked echo and both exit.
 usage: idle.py server PORT MODE [--fork] | idle.py client PORT MODE
-MODE: epoll | poll | recv (how each end waits while idle).
+MODE: epoll | poll | recv (how each end waits while idle); threads: as recv,
+but the client's reader is a second thread, blocked in recv while the main
+thread idles and then writes (a doorbell announced by one thread must still
+wake it when another thread sends).
 --fork: after the first echo the server forks a child that exits at once (the
 connection migrates to the kernel, stk_migrate.h) and then idles.
 Each end prints "ready PID" once idle (PID: whose /proc counters to read)."""
@@ -48,6 +51,46 @@ def wait_readable(sock, ep=None):
     # recv: the caller's blocking recv waits
 
 
+def threads_client(conn):
+    """Reader thread in recv; the main thread writes one message per reply."""
+    import threading
+    got = []
+    turn = threading.Semaphore(0)
+
+    def reader():
+        for _ in range(ROUNDS):
+            got.append(recv_exact(conn, SIZE))
+            turn.release()
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        signal.pause()
+    except Go:
+        pass
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    start = time.monotonic()
+    ok = True
+    slowest = 0.0
+    for i in range(ROUNDS):
+        msg = os.urandom(SIZE)
+        t0 = time.monotonic()
+        conn.sendall(msg)
+        if not turn.acquire(timeout=10) or got[i] != msg:
+            ok = False
+            break
+        slowest = max(slowest, time.monotonic() - t0)
+    report(conn, ok, start, slowest)
+    return 0 if ok else 1
+
+
+def report(conn, ok, start, slowest):
+    elapsed = time.monotonic() - start
+    conn.close()
+    print("client: echo after idle %s, %d x %d bytes in %.3f s, slowest %.1f ms" %
+          ("byte-exact" if ok else "MISMATCH", ROUNDS, SIZE, elapsed, slowest * 1000))
+
+
 if role == "server":
     lsock = socket.socket()
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -89,6 +132,8 @@ else:
         ep = select.epoll()
         ep.register(conn, select.EPOLLIN)
     print("ready %d" % os.getpid(), flush=True)
+    if mode == "threads":
+        sys.exit(threads_client(conn))
     try:
         wait_readable(conn, ep)
         conn.recv(1)  # mode recv: the idle wait; else never reached (nothing comes)
@@ -99,14 +144,14 @@ else:
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     start = time.monotonic()
     ok = True
+    slowest = 0.0
     for i in range(ROUNDS):
         msg = os.urandom(SIZE)
+        t0 = time.monotonic()
         conn.sendall(msg)
         if recv_exact(conn, SIZE) != msg:
             ok = False
             break
-    elapsed = time.monotonic() - start
-    conn.close()
-    print("client: echo after idle %s, %d x %d bytes in %.3f s" %
-          ("byte-exact" if ok else "MISMATCH", ROUNDS, SIZE, elapsed))
+        slowest = max(slowest, time.monotonic() - t0)
+    report(conn, ok, start, slowest)
     sys.exit(0 if ok else 1)
