@@ -59,7 +59,7 @@ run_case() { # provider, mode, extra server option
 	c1=$(switches "$cp")
 	ds=$((s1 - s0))
 	dc=$((c1 - c0))
-	kill -USR1 "$cp"
+	[ "$mode" = threads ] || kill -USR1 "$cp" # threads: the client ends its idle period itself
 	wait "$cpid"
 	crc=$?
 	wait "$spid"
