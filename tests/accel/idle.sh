@@ -73,10 +73,13 @@ run_case() { # provider, mode, extra server option
 		  return 1; }
 	[ $ds -le $MAX_SWITCHES ] && [ $dc -le $MAX_SWITCHES ] ||
 		{ echo "FAIL: $name: an idle process woke up more than $MAX_SWITCHES times"; return 1; }
-	# promptly: a round trip takes well under a millisecond; a lost wake-up
-	# waits for a 200 ms safety cap (or forever)
+	# promptly: a round trip on shm takes well under a millisecond; a lost
+	# doorbell waits for a 200 ms safety cap (or forever). tcp (no doorbells:
+	# its wait fd) has slow outliers of its own on a loaded machine.
 	ms=$(echo "$out" | sed -n 's/.*, slowest \([0-9.]*\) ms$/\1/p')
-	awk -v s="${ms:-9999}" 'BEGIN { exit !(s < 100) }' ||
+	limit=100
+	[ "$prov" = shm ] || limit=1000
+	awk -v s="${ms:-99999}" -v l="$limit" 'BEGIN { exit !(s < l) }' ||
 		{ echo "FAIL: $name: a round trip after the idle period was slow"; return 1; }
 }
 
