@@ -69,6 +69,8 @@ struct stk_epoll {
 	struct ep_item **by_fd;     /* items by the app's fd number */
 	unsigned by_fd_cap, n;
 	struct stk_ready_fabs fabs; /* fabrics of the items (wait fds are in P) */
+	unsigned fab_refs[STK_READY_FAB_MAX]; /* items with fab_known per fabs.fab[i]: a
+					       * fabric leaves with its last item */
 	/* the ready list: items that may report (kernel order: in the order they
 	 * became ready; a level-triggered item that reported goes to the back) */
 	int rdl;                    /* spin lock */
@@ -319,6 +321,9 @@ static void note_fab(struct stk_epoll *ep, struct ep_item *it)
 	it->fab_known = true;
 	unsigned before = ep->fabs.n;
 	stk_ready_fabs_add(&ep->fabs, it->conn);
+	for (unsigned i = 0; i < ep->fabs.n; i++)
+		if (ep->fabs.fab[i] == fab)
+			ep->fab_refs[i]++;
 	if (ep->fabs.n == before)
 		return;
 	int wfd = stk_ready_ops.wait_fd(fab);
@@ -330,9 +335,32 @@ static void note_fab(struct stk_epoll *ep, struct ep_item *it)
 	}
 }
 
+/* The item leaves (lock held): its fabric too when no other item uses it, so
+ * that a set whose connections all left the fabric (migrated to the kernel)
+ * neither progresses it nor sleeps in slices for it. */
+static void forget_fab(struct stk_epoll *ep, struct ep_item *it)
+{
+	if (!it->fab_known)
+		return;
+	struct stk_fab *fab = stk_ready_ops.fab(it->conn);
+	for (unsigned i = 0; i < ep->fabs.n; i++) {
+		if (ep->fabs.fab[i] != fab || --ep->fab_refs[i] > 0)
+			continue;
+		int wfd = stk_ready_ops.wait_fd(fab);
+		if (wfd >= 0)
+			sys_ctl(ep->priv, EPOLL_CTL_DEL, wfd, 0, 0);
+		ep->fabs.n--;
+		ep->fabs.fab[i] = ep->fabs.fab[ep->fabs.n];
+		ep->fab_refs[i] = ep->fab_refs[ep->fabs.n];
+		return;
+	}
+}
+
 /* Remove and free an item (lock held), unregistering what it put in P. */
 static void remove_item(struct stk_epoll *ep, struct ep_item *it)
 {
+	if (it->conn)
+		forget_fab(ep, it);
 	spin_lock(&ep->rdl);
 	rdl_unlink(ep, it);
 	spin_unlock(&ep->rdl);
@@ -886,6 +914,27 @@ int stk_epoll_wait_ts(struct stk_epoll *ep, struct epoll_event *evs, int max,
 	return wait_until(ep, evs, max, stk_ready_deadline_ts(timeout), sigmask);
 }
 
+/* Doorbells for every accelerated item (stk_ready_bells_add); nested sets
+ * are woken through their own P, which ours holds. */
+static int bells(struct stk_epoll *ep, bool send)
+{
+	struct stk_ready_bells b = { .send = send };
+	pthread_mutex_lock(&ep->lock);
+	unsigned seen = 0;
+	for (unsigned fd = 0; fd < ep->by_fd_cap && seen < ep->n; fd++) {
+		struct ep_item *it = ep->by_fd[fd];
+		if (!it)
+			continue;
+		seen++;
+		if (it->conn)
+			stk_ready_bells_add(&b, it->conn);
+		if (b.uncovered && !send)
+			break;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return stk_ready_bells_result(&b);
+}
+
 static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		      uint64_t deadline, const sigset_t *sigmask)
 {
@@ -912,6 +961,13 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		int nw = stk_ready_fabs_prepare(&wf, unused, &slice);
 		if (nw == -EAGAIN)
 			continue; /* completions pending: the next scan drains them */
+		if (slice) {
+			int b = bells(ep, slice >= STK_READY_ANNOUNCE_NS);
+			if (b == STK_READY_BELLS_RECHECK)
+				continue; /* announced: scan once more before sleeping */
+			if (b == STK_READY_BELLS_SLEEP)
+				slice = 0;
+		}
 		/* something queued since our scan began (a delivery by another
 		 * thread before our trywait, a ctl...): look again; from now on any
 		 * queueing rings wake_fd */
@@ -995,6 +1051,7 @@ void stk_epoll_atfork_child(void)
 		stk_sys.close(ep->priv);
 		ep->priv = stk_sys.epoll_create1(EPOLL_CLOEXEC);
 		ep->fabs.n = 0;
+		memset(ep->fab_refs, 0, sizeof(ep->fab_refs));
 		/* the wake eventfd too: rings must not cross between the processes;
 		 * spin locks and sleeper counts belonged to threads that are gone */
 		stk_sys.close(ep->wake_fd);

@@ -113,10 +113,7 @@ static void to_fabric(struct stk_lazy *l)
 	struct stk_conn *conn = l->conn;
 	l->stage = DONE;
 	stk_conn_count_accel(stk_fab_name(conn->fab));
-	pthread_mutex_lock(&conn->lock);
-	conn->generation++;
-	pthread_mutex_unlock(&conn->lock);
-	__atomic_store_n(&conn->phase, STK_PHASE_FABRIC, __ATOMIC_RELEASE);
+	stk_conn_enter_fabric(conn);
 	l->changed = true;
 	FSK_DBG("fd %d: accelerated over %s (slot %u)", l->app_fd, stk_fab_name(conn->fab),
 		conn->slot);

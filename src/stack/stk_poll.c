@@ -93,6 +93,17 @@ static bool arm_liveness(const struct pollfd *fds, struct pollfd *k, nfds_t nfds
 	return negotiating;
 }
 
+/* Count this thread in (n = 1) or out (-1) of the sleepers of every
+ * accelerated socket of the set (stk_conn_sleepers_add). */
+static void sleepers(struct stk_conn **conns, nfds_t nfds, int n)
+{
+	if (!stk_ready_ops.sleepers)
+		return;
+	for (nfds_t i = 0; i < nfds; i++)
+		if (conns[i])
+			stk_ready_ops.sleepers(conns[i], n);
+}
+
 /* The mixed case. k has room for nfds + STK_READY_FAB_MAX entries. */
 static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, nfds_t nacc,
 		      struct pollfd *k, uint64_t deadline, const sigset_t *sigmask)
@@ -146,6 +157,21 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			continue; /* completions pending: the next evaluation drains them */
 		if (nw > 0 && eval_accel(fds, nfds, conns) > 0)
 			continue; /* delivered by another thread before our trywait */
+		bool bells_on = slice != 0;
+		if (bells_on) {
+			struct stk_ready_bells bells = { .send = slice >= STK_READY_ANNOUNCE_NS };
+			sleepers(conns, nfds, 1);
+			for (nfds_t i = 0; i < nfds; i++)
+				if (conns[i])
+					stk_ready_bells_add(&bells, conns[i]);
+			int b = stk_ready_bells_result(&bells);
+			if (b == STK_READY_BELLS_RECHECK) {
+				sleepers(conns, nfds, -1);
+				continue; /* announced: look once more before sleeping */
+			}
+			if (b == STK_READY_BELLS_SLEEP)
+				slice = STK_SLEEP_CAP_NS; /* see stk_stream.h, "Sleeping" */
+		}
 		bool negotiating = arm_liveness(fds, k, nfds, conns);
 		uint64_t now = stk_ready_now_ns();
 		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER
@@ -166,6 +192,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 		int n = stk_ready_sys_ppoll(k, nfds + (nfds_t)nw,
 					    sleep == STK_READY_NEVER ? NULL : &ts,
 					    stk_ready_sleep_mask(&sigs, sigmask));
+		if (bells_on)
+			sleepers(conns, nfds, -1);
 		if (n < 0) {
 			ret = n; /* -EINTR: a signal was delivered during the sleep */
 			break;

@@ -68,6 +68,8 @@ static int fab_wait_fd(struct stk_fab *fab)
 	.events_now = stk_conn_events, \
 	.tx_blocked = stk_conn_tx_blocked, \
 	.phase = conn_phase, \
+	.announce = stk_conn_sleep_announce, \
+	.sleepers = stk_conn_sleepers_add, \
 }
 
 const struct stk_ready_ops stk_ready_ops_default = READY_OPS_REAL;
@@ -258,6 +260,24 @@ int stk_ready_fabs_prepare(struct stk_ready_fabs *f, struct pollfd *out, uint64_
 		n++;
 	}
 	return n;
+}
+
+void stk_ready_bells_add(struct stk_ready_bells *b, struct stk_conn *conn)
+{
+	if (b->uncovered && !b->send)
+		return; /* the answer is known: slices */
+	int r = stk_ready_ops.announce ? stk_ready_ops.announce(conn, b->send) : STK_SLEEP_NO;
+	if (r == STK_SLEEP_NO)
+		b->uncovered = true;
+	else if (r == STK_SLEEP_SENT)
+		b->sent = true;
+}
+
+int stk_ready_bells_result(const struct stk_ready_bells *b)
+{
+	if (b->sent)
+		return STK_READY_BELLS_RECHECK;
+	return b->uncovered ? STK_READY_BELLS_SLICES : STK_READY_BELLS_SLEEP;
 }
 
 void stk_ready_fabs_backoff(struct stk_ready_fabs *f, bool activity)

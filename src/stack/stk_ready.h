@@ -24,11 +24,14 @@
  *  3. sleep in the kernel (ppoll) on the kernel fds, the liveness channel of each
  *     accelerated socket (POLLIN|POLLRDHUP; activity → stk_conn_check_liveness)
  *     and the wait fd of each fabric in use after stk_fab_trywait() said yes.
- *     A fabric without a wait fd (shm on this machine) is covered by sleeping in
- *     slices of STK_READY_SLICE_MIN_NS doubling up to STK_READY_SLICE_MAX_NS: an
- *     idle waiter wakes at most ~1000 times a second (≈0 % CPU), and data that
- *     arrives during a long idle period is noticed up to 1 ms late (the first
- *     slices after activity are 50 µs, so a busy conversation stays fast).
+ *     A fabric without a wait fd (shm) is covered by sleeping in slices of
+ *     STK_READY_SLICE_MIN_NS doubling (the first slices after activity are
+ *     50 µs, so a busy conversation stays fast) until STK_READY_ANNOUNCE_NS:
+ *     then each socket announces the sleep to its peer, which rings a doorbell
+ *     on the kernel connection (stk_stream.h, "Sleeping"), and the sleep has
+ *     no slices: an idle waiter does not wake at all. Slices up to
+ *     STK_READY_SLICE_MAX_NS remain while a socket cannot announce (still
+ *     negotiating, provider full).
  * Signals: from step 2 on, every signal but the synchronous fault signals
  * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) is blocked in the calling
  * thread and the kernel sleeps run with the caller's mask (poll, epoll_wait) or with sigmask
@@ -124,6 +127,11 @@ struct stk_ready_ops {
 	bool (*tx_blocked)(struct stk_conn *conn);
 	/* enum stk_phase of the connection (stk_stream.h); NULL: always FABRIC. */
 	int (*phase)(struct stk_conn *conn);
+	/* Optional (NULL: never covered): before a sleep on a fabric without a
+	 * wait fd, stk_conn_sleep_announce (doorbells, stk_stream.h). */
+	int (*announce)(struct stk_conn *conn, bool send);
+	/* Optional: stk_conn_sleepers_add (poll's sleeps on the conn). */
+	void (*sleepers)(struct stk_conn *conn, int n);
 };
 
 extern struct stk_ready_ops stk_ready_ops;
@@ -209,6 +217,20 @@ void stk_ready_fabs_add(struct stk_ready_fabs *f, struct stk_conn *conn);
  * deliveries in progress (quiesce) and the caller must check readiness once
  * more before sleeping when the result is > 0. */
 int stk_ready_fabs_prepare(struct stk_ready_fabs *f, struct pollfd *out, uint64_t *slice_ns);
+/* Doorbells instead of slices (stk_stream.h, "Sleeping"): when prepare asked
+ * for slices, each accelerated socket of the wait is offered to
+ * stk_ready_bells_add (send: announce the sleep, done once the slice reached
+ * STK_READY_ANNOUNCE_NS: never on a busy path), then stk_ready_bells_result
+ * says STK_READY_BELLS_RECHECK (a SLEEP went out: evaluate once more before
+ * sleeping), STK_READY_BELLS_SLEEP (every socket rings its kernel connection:
+ * sleep without slices) or STK_READY_BELLS_SLICES. */
+#define STK_READY_ANNOUNCE_NS 200000ull
+struct stk_ready_bells {
+	bool send, uncovered, sent;
+};
+void stk_ready_bells_add(struct stk_ready_bells *b, struct stk_conn *conn);
+enum { STK_READY_BELLS_SLICES, STK_READY_BELLS_SLEEP, STK_READY_BELLS_RECHECK };
+int stk_ready_bells_result(const struct stk_ready_bells *b);
 /* After a sleep that saw nothing: grow the back-off. After activity: reset it. */
 void stk_ready_fabs_backoff(struct stk_ready_fabs *f, bool activity);
 

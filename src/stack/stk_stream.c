@@ -32,6 +32,8 @@
 #define SLEEP_MAX_NS 1000000ull     /* ... to 1 ms */
 #define STARVE_RETRY_NS 50000ull    /* provider had no room: say POLLOUT again after this */
 #define MIGRATE_GRACE_NS 1000000000ull /* kernel bytes before the peer's MIGRATE */
+#define BELL_SKIP_NS 100000000ull   /* counted doorbells still in flight at a MIGRATE */
+#define ANNOUNCE_NS 200000ull       /* idle this long (sleep back-off): announce the sleep */
 
 /* Connections by slot. Readers (delivery) load without a lock; writers hold
  * table_lock; a slot is reused only after stk_fab_quiesce(). */
@@ -70,9 +72,20 @@ static void sleep_ns(uint64_t ns)
 }
 
 /* MIGRATE answers the delivery could not post (provider full): connections
- * with mig_reply set; retried after every progress while non-zero. */
+ * with mig_reply set, and BELL messages owed (bell_owed == BELL_OWED_QUEUED);
+ * retried after every progress while non-zero. */
 static int replies_pending;
 static void answer_pending(void);
+
+enum { BELL_OWED_NONE, BELL_OWED, BELL_OWED_QUEUED }; /* stk_conn.bell_owed */
+
+/* A message counting our doorbells left, or none ever will (lock held). */
+static void bell_owed_clear(struct stk_conn *conn)
+{
+	if (conn->bell_owed == BELL_OWED_QUEUED)
+		__atomic_fetch_sub(&replies_pending, 1, __ATOMIC_RELAXED);
+	conn->bell_owed = BELL_OWED_NONE;
+}
 
 static void progress(struct stk_conn *conn)
 {
@@ -368,6 +381,56 @@ static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field
 static void migrated_locked(struct stk_conn *conn);
 static void changed(struct stk_conn *conn);
 
+/* The fabric part of the peer's stream is over (lock held): the kernel
+ * connection carries its stream from now on, after the doorbells its last
+ * message counted (stk_stream.h, "Sleeping"), which are taken now so that
+ * nobody reads them as data. They were written before that message was
+ * posted, so they are here or about to be (loopback: shm peers share a host). */
+static void skip_bells_locked(struct stk_conn *conn)
+{
+	uint64_t deadline = 0;
+	while (conn->bells_rx != conn->bells_seen && conn->fd >= 0) {
+		uint8_t buf[64];
+		size_t owed = (uint16_t)(conn->bells_seen - conn->bells_rx);
+		ssize_t k = stk_sys.recv(conn->fd, buf, owed < sizeof(buf) ? owed : sizeof(buf),
+					 MSG_DONTWAIT);
+		if (k > 0) {
+			conn->bells_rx = (uint16_t)(conn->bells_rx + k);
+			continue;
+		}
+		if (!deadline)
+			deadline = now_ns() + BELL_SKIP_NS;
+		if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+		    now_ns() > deadline) {
+			FSK_DBG("fd %d: migration: %zu doorbell bytes did not arrive", conn->fd,
+				owed);
+			conn->bells_rx = conn->bells_seen;
+			break;
+		}
+		struct pollfd p = { .fd = conn->fd, .events = POLLIN };
+		stk_sys.poll(&p, 1, 1);
+	}
+}
+
+static void set_mig_rx_locked(struct stk_conn *conn)
+{
+	conn->mig_rx = true;
+	/* Still negotiating (a MIGRATE that came before the server's READY was
+	 * read): the doorbells follow that record; stk_conn_enter_fabric takes them. */
+	if (stk_conn_on_fabric(conn))
+		skip_bells_locked(conn);
+}
+
+void stk_conn_enter_fabric(struct stk_conn *conn)
+{
+	pthread_mutex_lock(&conn->lock);
+	conn->generation++;
+	if (conn->mig_rx)
+		skip_bells_locked(conn);
+	__atomic_store_n(&conn->phase, STK_PHASE_FABRIC, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&conn->lock);
+}
+
 /* Our MIGRATE is posted (lock held): what the app did to the stream before
  * must now be visible on the kernel connection too. */
 static void mig_tx_done_locked(struct stk_conn *conn)
@@ -389,7 +452,7 @@ static int send_migrate_locked(struct stk_conn *conn)
 	if (conn->mig_tx)
 		return 0;
 	if (conn->reset || (conn->peer_closed && conn->fin_rcvd) || !conn->fab) {
-		conn->mig_rx = true;
+		set_mig_rx_locked(conn);
 	} else {
 		int ret = post_locked(conn, STK_MSG_MIGRATE, 0, NULL, 0, false);
 		if (ret == -EAGAIN)
@@ -397,7 +460,7 @@ static int send_migrate_locked(struct stk_conn *conn)
 		if (ret) { /* the fabric is broken: nothing more will come on it either */
 			FSK_WARN("fd %d: migration: cannot send MIGRATE: %s; the peer learns "
 				 "it from its kernel socket", conn->fd, strerror(-ret));
-			conn->mig_rx = true;
+			set_mig_rx_locked(conn);
 		}
 	}
 	mig_tx_done_locked(conn);
@@ -445,7 +508,7 @@ bool stk_conn_migrate_begin(struct stk_conn *conn)
 		if (now_ns() > deadline) {
 			/* Cannot even post it: give the connection up to the kernel. */
 			pthread_mutex_lock(&conn->lock);
-			conn->mig_rx = true;
+			set_mig_rx_locked(conn);
 			mig_tx_done_locked(conn);
 			pthread_mutex_unlock(&conn->lock);
 			return false;
@@ -466,7 +529,7 @@ int stk_conn_migrate_finish(struct stk_conn *conn, bool give_up)
 				return 0;
 			}
 			ret = conn->mig_rx ? 1 : -1;
-			conn->mig_rx = true;
+			set_mig_rx_locked(conn);
 			if (!conn->mig_tx)
 				mig_tx_done_locked(conn);
 		}
@@ -487,7 +550,7 @@ static void changed(struct stk_conn *conn)
  * when the provider has room, else from the next progress. */
 static void peer_migrates_locked(struct stk_conn *conn)
 {
-	conn->mig_rx = true;
+	set_mig_rx_locked(conn);
 	if (conn->mig_tx) {
 		migrated_locked(conn); /* the answer to ours, or a simultaneous one */
 		return;
@@ -508,9 +571,16 @@ static void answer_pending(void)
 		return;
 	for (uint32_t slot = 0; slot < STK_CONN_MAX; slot++) {
 		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
-		if (!conn || !__atomic_load_n(&conn->mig_reply, __ATOMIC_RELAXED))
+		if (!conn || (!__atomic_load_n(&conn->mig_reply, __ATOMIC_RELAXED) &&
+			      __atomic_load_n(&conn->bell_owed, __ATOMIC_RELAXED) != BELL_OWED_QUEUED))
 			continue;
 		pthread_mutex_lock(&conn->lock);
+		if (conn->bell_owed == BELL_OWED_QUEUED) {
+			if (conn->mig_tx || conn->reset)
+				bell_owed_clear(conn); /* nothing more goes on the fabric */
+			else
+				post_locked(conn, STK_MSG_BELL, 0, NULL, 0, false); /* clears it */
+		}
 		if (conn->mig_reply && send_migrate_locked(conn) == 0) {
 			conn->mig_reply = false;
 			__atomic_fetch_sub(&replies_pending, 1, __ATOMIC_RELAXED);
@@ -532,6 +602,42 @@ static void protocol_reset(struct stk_conn *conn, const char *why)
 	conn->ring_count = 0;
 	conn->urg = 0;
 	changed(conn);
+}
+
+/* Write one doorbell byte on the kernel connection (lock held); the next
+ * message posted counts it. Only while our stream is on the fabric: after our
+ * MIGRATE the kernel connection carries stream bytes (which wake the peer by
+ * themselves). A full socket buffer means the peer has doorbells unread. */
+static void ring_locked(struct stk_conn *conn)
+{
+	conn->peer_sleeping = false;
+	/* after the peer's MIGRATE it reads no doorbell: it reads our stream there
+	 * (also when it gave up waiting for our answer) */
+	if (conn->mig_tx || conn->mig_rx || conn->fd < 0 || !stk_conn_on_fabric(conn))
+		return;
+	uint8_t bell = 0xdb;
+	if (stk_sys.send(conn->fd, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+		return;
+	conn->bells_tx++;
+	if (conn->bell_owed == BELL_OWED_NONE)
+		conn->bell_owed = BELL_OWED;
+	stk_count(STK_C_DOORBELLS);
+}
+
+/* The peer's SLEEP (lock held, inside the delivery): it had received len of
+ * our messages. */
+static void peer_sleeps_locked(struct stk_conn *conn, uint32_t len)
+{
+	if (conn->mig_tx)
+		return; /* our MIGRATE rang (it always does): nothing after it matters */
+	if ((int32_t)(conn->tx_wake_seq - len) > 0 && stk_conn_on_fabric(conn)) {
+		/* something it had not seen may have arrived after its last look */
+		ring_locked(conn);
+		if (conn->bell_owed != BELL_OWED_NONE)
+			post_locked(conn, STK_MSG_BELL, 0, NULL, 0, false);
+	} else {
+		conn->peer_sleeping = true;
+	}
 }
 
 void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
@@ -567,8 +673,18 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 	} else {
 		conn->rx_seq++;
 		conn->msgs_rx++;
-		__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
-		if (flags & STK_MSG_RST) {
+		conn->bells_seen = le16toh(hdr.bells);
+		/* SLEEP and BELL change nothing the app sees (no EPOLLET edge) */
+		bool quiet = (flags & ~(STK_MSG_SLEEP | STK_MSG_BELL)) == 0;
+		if (!quiet) {
+			__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
+			conn->peer_sleeping = false; /* it is awake: it announces again */
+		}
+		if (flags & STK_MSG_SLEEP)
+			peer_sleeps_locked(conn, hlen);
+		if (quiet) {
+			/* nothing changed */
+		} else if (flags & STK_MSG_RST) {
 			if (!conn->reset)
 				stk_count(STK_C_CONN_RESETS);
 			conn->reset = true;
@@ -599,12 +715,33 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 			if (flags & STK_MSG_MIGRATE)
 				peer_migrates_locked(conn);
 		}
-		changed(conn);
+		if (!quiet)
+			changed(conn);
 	}
 	pthread_mutex_unlock(&conn->lock);
 }
 
 /* ---- transmit side ---- */
+
+/* A message that matters went out while our sleep was announced (lock held):
+ * the peer clears its mark on it. Threads of ours may still sleep on the
+ * announcement (a reader while this one writes): announce again at once for
+ * them (Dekker with stk_conn_sleepers_add: either they see the flag cleared
+ * and announce themselves, or we see them); epoll sets re-evaluate the conn
+ * (their sleepers announce again). */
+static void announce_again_locked(struct stk_conn *conn)
+{
+	__atomic_store_n(&conn->sleep_announced, false, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&conn->sleepers, __ATOMIC_SEQ_CST) > 0 &&
+	    post_locked(conn, STK_MSG_SLEEP, conn->rx_seq, NULL, 0, false) == 0)
+		__atomic_store_n(&conn->sleep_announced, true, __ATOMIC_SEQ_CST);
+	changed(conn);
+}
+
+void stk_conn_sleepers_add(struct stk_conn *conn, int n)
+{
+	__atomic_add_fetch(&conn->sleepers, n, __ATOMIC_SEQ_CST);
+}
 
 /* Post one message (lock held). payload may be NULL when plen is 0. With
  * tracked, a registered buffer is always used and counted in tx_outstanding so
@@ -613,12 +750,20 @@ static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field
 		       const void *payload, size_t plen, bool tracked)
 {
 	struct stk_fab *fab = conn->fab;
+	/* SLEEP and BELL never wake the peer (no ring ping-pong between two
+	 * sleepers); MIGRATE always does: its peer must answer, and a SLEEP it
+	 * sent before seeing it cannot be answered by a ring after it */
+	bool wakes = !(flags & (STK_MSG_SLEEP | STK_MSG_BELL));
+	if (__builtin_expect(wakes && (conn->peer_sleeping ||
+				       ((flags & STK_MSG_MIGRATE) && stk_fab_wait_fd(fab) < 0)), 0))
+		ring_locked(conn);
 	struct stk_msg_hdr hdr = {
 		.conn_id = htole64(conn->peer_id),
 		.slot = htole32(conn->peer_slot),
 		.seq = htole32(conn->tx_seq),
 		.len = htole32(len_field),
 		.flags = htole16(flags),
+		.bells = htole16(conn->bells_tx),
 	};
 	size_t total = sizeof(hdr) + plen;
 	int ret;
@@ -643,10 +788,23 @@ static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field
 			stk_fab_buf_put(fab, buf);
 		}
 	}
-	if (ret)
+	if (ret) {
+		if (__builtin_expect(conn->bell_owed == BELL_OWED, 0)) {
+			conn->bell_owed = BELL_OWED_QUEUED; /* the next progress posts a BELL */
+			__atomic_fetch_add(&replies_pending, 1, __ATOMIC_RELAXED);
+		}
 		return ret == -FI_EAGAIN ? -EAGAIN : ret;
+	}
 	conn->tx_seq++;
 	conn->msgs_tx++;
+	if (__builtin_expect(conn->bell_owed != BELL_OWED_NONE, 0))
+		bell_owed_clear(conn);
+	if (wakes) {
+		conn->tx_wake_seq = conn->tx_seq;
+		/* the peer clears its mark on this message: announce again */
+		if (__builtin_expect(conn->sleep_announced, 0))
+			announce_again_locked(conn);
+	}
 	return 0;
 }
 
@@ -1170,10 +1328,13 @@ int stk_conn_handshake(struct stk_conn *conn, int timeout_ms)
 
 /* ---- liveness, readiness, waiting ---- */
 
-/* The kernel connection said something (readable/hup): after the negotiation
- * nothing is ever sent on it, so it is EOF or an error, i.e. the peer closed its
- * socket or died. A graceful close sends FIN|CLOSE on the fabric first; give it a
- * short grace to arrive, else the peer died: reset. */
+/* The kernel connection said something (readable/hup). Before the peer's
+ * MIGRATE it carries only doorbells (stk_stream.h, "Sleeping"): they are taken
+ * as far as the peer's messages counted them (a byte not counted yet is a
+ * doorbell whose message follows, or the stream of a peer that migrated: its
+ * MIGRATE left before and is near; either way progress tells). EOF or an error
+ * means the peer closed its socket or died: a graceful close sends FIN|CLOSE on
+ * the fabric first; give it a short grace to arrive, else the peer died: reset. */
 static void check_liveness(struct stk_conn *conn)
 {
 	/* While negotiating the kernel stream carries the negotiation (stk_lazy.c). */
@@ -1184,22 +1345,39 @@ static void check_liveness(struct stk_conn *conn)
 		__atomic_fetch_add(&conn->generation, 1, __ATOMIC_RELEASE);
 		return;
 	}
-	char byte;
-	ssize_t n = stk_sys.recv(conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return;
-	/* Bytes: the peer migrated (its MIGRATE left before them and is near);
-	 * EOF: it closed (FIN|CLOSE left before) or migrated and closed. */
-	uint64_t deadline = now_ns() + (n > 0 ? MIGRATE_GRACE_NS : HUP_GRACE_NS);
-	for (;;) {
-		progress(conn);
+	uint64_t deadline = 0;
+	for (unsigned round = 0;; round++) {
+		progress(conn); /* the messages counting the doorbells come first */
 		pthread_mutex_lock(&conn->lock);
-		bool settled = conn->reset || (conn->fin_rcvd && conn->peer_closed) ||
-			       conn->mig_rx;
-		if (conn->mig_rx) {
+		if (conn->mig_rx) { /* its doorbells were taken then */
 			pthread_mutex_unlock(&conn->lock);
 			return;
 		}
+		uint8_t buf[64];
+		ssize_t n = stk_sys.recv(conn->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			pthread_mutex_unlock(&conn->lock);
+			return;
+		}
+		if (n > 0) {
+			size_t owed = (uint16_t)(conn->bells_seen - conn->bells_rx);
+			size_t take = (size_t)n < owed ? (size_t)n : owed;
+			ssize_t k = take ? stk_sys.recv(conn->fd, buf, take, MSG_DONTWAIT) : 0;
+			if (k > 0) {
+				conn->bells_rx = (uint16_t)(conn->bells_rx + k);
+				/* the peer cleared its mark when it rang: announce again */
+				__atomic_store_n(&conn->sleep_announced, false, __ATOMIC_RELAXED);
+			}
+			if (k == n) {
+				pthread_mutex_unlock(&conn->lock);
+				return; /* only doorbells */
+			}
+		}
+		/* Bytes: a doorbell whose message follows, or the peer migrated;
+		 * EOF: it closed (FIN|CLOSE left before) or migrated and closed. */
+		if (!deadline)
+			deadline = now_ns() + (n > 0 ? MIGRATE_GRACE_NS : HUP_GRACE_NS);
+		bool settled = conn->reset || (conn->fin_rcvd && conn->peer_closed);
 		if (settled || now_ns() > deadline) {
 			if (!settled)
 				protocol_reset(conn, n > 0 ? "bytes on the liveness channel"
@@ -1209,7 +1387,10 @@ static void check_liveness(struct stk_conn *conn)
 			return;
 		}
 		pthread_mutex_unlock(&conn->lock);
-		sleep_ns(SLEEP_MIN_NS);
+		if (n > 0 && round < 64)
+			cpu_relax(); /* a doorbell's message is posted right after the byte */
+		else
+			sleep_ns(SLEEP_MIN_NS);
 	}
 }
 
@@ -1273,11 +1454,41 @@ short stk_conn_events(struct stk_conn *conn)
 	return ev;
 }
 
+int stk_conn_sleep_announce(struct stk_conn *conn, bool send)
+{
+	if (__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_FABRIC)
+		return STK_SLEEP_NO;
+	if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+		return STK_SLEEP_COVERED; /* a kernel socket now */
+	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
+	if (!fab)
+		return STK_SLEEP_NO;
+	if (stk_fab_wait_fd(fab) >= 0)
+		return STK_SLEEP_COVERED; /* the fabric's wait fd serves (the caller sleeps on it) */
+	if (__atomic_load_n(&conn->sleep_announced, __ATOMIC_SEQ_CST))
+		return STK_SLEEP_COVERED;
+	if (!send)
+		return STK_SLEEP_NO;
+	int ret = STK_SLEEP_NO;
+	pthread_mutex_lock(&conn->lock);
+	if (conn->sleep_announced || conn->reset || conn->peer_closed || conn->mig_rx ||
+	    conn->mig_tx) {
+		/* nothing more comes on the fabric, or it comes on the kernel
+		 * connection (after the peer's MIGRATE), or the peer's MIGRATE rings */
+		ret = STK_SLEEP_COVERED;
+	} else if (post_locked(conn, STK_MSG_SLEEP, conn->rx_seq, NULL, 0, false) == 0) {
+		__atomic_store_n(&conn->sleep_announced, true, __ATOMIC_RELAXED);
+		ret = STK_SLEEP_SENT;
+	}
+	pthread_mutex_unlock(&conn->lock);
+	return ret;
+}
+
 /* Sleeping: with a CQ wait fd (tcp) we ppoll it together with the kernel
- * connection after fi_trywait; without one (shm has none on this machine) we
- * ppoll the kernel connection alone with a timeout growing from 20 µs to 1 ms,
- * so an idle waiter wakes at most 1000 times a second (a shared-memory doorbell
- * would remove that and is future work). */
+ * connection after fi_trywait; without one (shm) we ppoll the kernel
+ * connection, in slices growing from 20 µs until the doorbell is announced
+ * (stk_conn_sleep_announce), then without slices. Either way at most
+ * STK_SLEEP_CAP_NS: a state change made by another thread signals no fd. */
 /* Returns the events, 0 at the deadline, -EINTR when the sleep was interrupted
  * by a signal (sleep_mask given) or sigfd (>= 0, also polled) became readable. */
 static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int sigfd,
@@ -1306,14 +1517,23 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 			sleep = SLEEP_MAX_NS; /* the condition may change without an fd event */
 		struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
 		int wfd = fab ? stk_fab_wait_fd(fab) : -1;
+		stk_conn_sleepers_add(conn, 1);
+		int bell = until ? STK_SLEEP_NO : stk_conn_sleep_announce(conn, backoff >= ANNOUNCE_NS);
+		if (bell == STK_SLEEP_SENT) {
+			stk_conn_sleepers_add(conn, -1);
+			continue; /* look once more before sleeping */
+		}
 		if (wfd >= 0) {
-			if (!stk_fab_trywait(fab))
+			if (!stk_fab_trywait(fab)) {
+				stk_conn_sleepers_add(conn, -1);
 				continue; /* completions pending: progress again */
+			}
 			pfd[nfds].fd = wfd;
 			pfd[nfds++].events = POLLIN;
-			/* a state change made by another thread (shutdown) signals no fd */
-			if (sleep > SLEEP_MAX_NS * 20)
-				sleep = SLEEP_MAX_NS * 20;
+		}
+		if (wfd >= 0 || bell == STK_SLEEP_COVERED) {
+			if (sleep > STK_SLEEP_CAP_NS)
+				sleep = STK_SLEEP_CAP_NS;
 		} else {
 			if (sleep > backoff)
 				sleep = backoff;
@@ -1329,6 +1549,7 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 		struct timespec ts = { .tv_sec = (time_t)(sleep / 1000000000ull),
 				       .tv_nsec = (long)(sleep % 1000000000ull) };
 		int n = stk_ready_sys_ppoll(pfd, nfds, &ts, sleep_mask);
+		stk_conn_sleepers_add(conn, -1);
 		if (n == -EINTR)
 			return -EINTR;
 		if (n > 0 && pfd[0].revents && !until)
@@ -1445,6 +1666,18 @@ int stk_close(struct stk_conn *conn, bool abortive)
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 		stk_sys.setsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	}
+	pthread_mutex_lock(&conn->lock);
+	/* unread doorbells would turn the kernel's FIN into an RST */
+	while (!rst && !conn->mig_rx && conn->bells_rx != conn->bells_seen) {
+		uint8_t buf[64];
+		size_t owed = (uint16_t)(conn->bells_seen - conn->bells_rx);
+		ssize_t k = stk_sys.recv(conn->fd, buf, owed < sizeof(buf) ? owed : sizeof(buf),
+					 MSG_DONTWAIT);
+		if (k <= 0)
+			break;
+		conn->bells_rx = (uint16_t)(conn->bells_rx + k);
+	}
+	pthread_mutex_unlock(&conn->lock);
 	stk_sys.close(conn->fd);
 	pthread_mutex_lock(&conn->lock);
 	fold_stats(conn);
@@ -1521,6 +1754,8 @@ void stk_conn_atfork_child(void)
 		/* The parent's endpoint, buffers and statistics are not the child's. */
 		conn->fab = NULL;
 		conn->mig_reply = false;
+		conn->bell_owed = BELL_OWED_NONE;
+		conn->peer_sleeping = false;
 		conn->tx_outstanding = 0;
 		conn->bytes_tx = conn->bytes_rx = conn->msgs_tx = conn->msgs_rx = 0;
 	}

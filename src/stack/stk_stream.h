@@ -22,6 +22,53 @@
  * kernel connection (the liveness channel) reports EOF/error without a FIN having
  * arrived, the peer died: ECONNRESET.
  *
+ * Sleeping (doorbells). A fabric with a CQ wait fd (tcp) wakes its sleepers
+ * itself and none of this is used. shm has none, so a waiter that found nothing
+ * for a while (spin, then a few short sleeps: never on the busy path) announces
+ * its sleep to the peer of each connection it waits on with a SLEEP message
+ * (len = the messages it has received so far; once per connection until it
+ * sends anything else there or takes a doorbell: an idle epoll set with many
+ * connections sends nothing per wait), checks readiness once more, and sleeps
+ * in the kernel on the kernel connections (the liveness channels it watches
+ * anyway) with no timeout of ours. The peer, when it processes a SLEEP, rings at
+ * once if a message of ours that matters (anything but SLEEP/BELL) is beyond len,
+ * else marks the peer asleep and rings before its next such message. A ring is
+ * one byte written on the kernel connection, followed by the message whose
+ * header counts it (a BELL message when the ring answers a SLEEP). Any other
+ * message from the sleeper clears the mark (messages are ordered: it was awake
+ * and announces again before its next sleep); SLEEP and BELL never ring.
+ * The sleeper wakes on the byte and consumes exactly the bytes the peer's
+ * headers have counted (stk_conn_check_liveness): before the peer's MIGRATE
+ * every byte on the kernel connection is a doorbell, after it only stream bytes
+ * follow the doorbells its MIGRATE counts, which are skipped when the MIGRATE
+ * (or the end of the fabric part for another reason) is taken: a doorbell is
+ * never read as data, stream bytes never as a doorbell.
+ * Races, and why they are covered:
+ *  - a message sent before the peer processes our SLEEP but not seen by us when
+ *    we sent it: the peer's count of sent messages is beyond len: it rings;
+ *  - one sent after: the mark; the announcement is made, then readiness checked
+ *    once more, then we sleep: a ring at any point leaves the byte readable;
+ *  - both ends go to sleep at once: each SLEEP is not a message that matters,
+ *    so each marks the other (no ring ping-pong); the first to send rings;
+ *  - a thread sends while another thread of the process sleeps on the
+ *    announcement (a writer and a reader): the peer clears its mark on that
+ *    message, so the sender announces again at once when a poll or blocking
+ *    wait sleeps on the conn (stk_conn_sleepers_add, Dekker on the flag and
+ *    the count) and tells epoll sets (they re-scan and announce again);
+ *  - a doorbell consumed by one thread is not seen by another thread sleeping
+ *    on the same kernel connection: poll and blocking waits covered by
+ *    doorbells sleep at most STK_SLEEP_CAP_NS (a state change made by another
+ *    thread, shutdown for one, signals no fd either); epoll sets are woken by
+ *    the consumer's readiness notification;
+ *  - the connection migrates while asleep: MIGRATE rings like any message and
+ *    counts the doorbells before the stream; the data then arrives on the very
+ *    fd slept on. A peer that closed or reset has nothing more to say: such a
+ *    connection needs no announcement;
+ *  - provider full when a BELL must follow a ring: posted from the next
+ *    progress (as a pending MIGRATE answer); until then the byte is not
+ *    consumed (a poll sees it ready and drives progress: a busy wait that the
+ *    sender's next progress ends).
+ *
  * Threads: one mutex per connection (never held across progress or a sleep);
  * distinct connections never share a lock on the data path. Two threads on one
  * connection are safe (bytes of concurrent sends are not interleaved within one
@@ -123,6 +170,19 @@ struct stk_conn {
 	struct stk_leftover *left; /* unread bytes at migration (shared at fork) */
 	int left_fd;              /* its memfd (close-on-exec), or -1 */
 
+	/* doorbells (see "Sleeping" above); protected by lock */
+	uint32_t tx_wake_seq;     /* tx_seq after our last message that is not SLEEP/BELL */
+	bool peer_sleeping;       /* its SLEEP came and it has seen all that matters */
+	bool sleep_announced;     /* atomic: our SLEEP is out, not cleared since */
+	int sleepers;             /* atomic: threads of ours in a poll or blocking
+				   * wait on the conn (stk_conn_sleepers_add) */
+	uint8_t bell_owed;        /* a byte written, no message counted it yet:
+				   * BELL_OWED (a post follows), BELL_OWED_QUEUED
+				   * (that post failed: answer_pending posts a BELL) */
+	uint16_t bells_tx;        /* doorbell bytes we wrote on the kernel connection */
+	uint16_t bells_seen;      /* the peer's count from its latest message */
+	uint16_t bells_rx;        /* doorbell bytes we consumed */
+
 	/* statistics, folded into the process counters at close; protected by lock */
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
 };
@@ -154,6 +214,10 @@ int stk_conn_create_migrated(int fd, struct stk_leftover *left, int left_fd,
 			     struct stk_conn **out);
 /* Remove from the table and free (no message sent; the kernel fd is not closed). */
 void stk_conn_destroy(struct stk_conn *conn);
+/* The negotiation put conn on the fabric (stk_lazy.c): bump the generation,
+ * take the doorbells of a MIGRATE that came first (they follow the last
+ * negotiation record), then publish the phase. */
+void stk_conn_enter_fabric(struct stk_conn *conn);
 
 /* Called by stk_fab_progress (cq lock held) for every received message. */
 void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len);
@@ -197,8 +261,24 @@ short stk_conn_events(struct stk_conn *conn);
  * are blocked while it spins and delivered in the sleep, as in stk_ready.h). */
 short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms);
 /* The kernel connection is readable or hung up (the preload's epoll saw it):
- * decide whether the peer closed or died. Never blocks more than 20 ms. */
+ * consume doorbells, or decide whether the peer closed or died. Never blocks
+ * more than 20 ms (1 s for bytes no header counted yet: a MIGRATE on its way). */
 void stk_conn_check_liveness(struct stk_conn *conn);
+/* Before a waiter sleeps in the kernel on conn->fd (see "Sleeping"): send
+ * announces the sleep when needed (else only asks). STK_SLEEP_SENT: a SLEEP
+ * went out now: check readiness once more before sleeping; STK_SLEEP_COVERED:
+ * anything that arrives from now on makes conn->fd readable (announced before,
+ * or nothing more can arrive on the fabric, or it is on the kernel now), or the
+ * fabric's wait fd (which the caller sleeps on after stk_fab_trywait);
+ * STK_SLEEP_NO: not announced (negotiating, provider full, or send false):
+ * sleep in slices. */
+enum { STK_SLEEP_NO = -1, STK_SLEEP_COVERED = 0, STK_SLEEP_SENT = 1 };
+int stk_conn_sleep_announce(struct stk_conn *conn, bool send);
+#define STK_SLEEP_CAP_NS 200000000ull /* a covered poll or blocking wait: at most */
+/* A poll or blocking wait is about to sleep on conn (+1, before it asks
+ * stk_conn_sleep_announce) or woke up (-1): a thread that sends on the conn
+ * meanwhile announces again for it. */
+void stk_conn_sleepers_add(struct stk_conn *conn, int n);
 /* Changes whenever something arrived for the connection (data, credit, FIN,
  * RST, peer death): for edge-triggered readiness. */
 uint64_t stk_conn_generation(struct stk_conn *conn);

@@ -17,6 +17,13 @@ enum {
 	 * writes on the kernel connection, and reads it after our MIGRATE (see
 	 * stk_migrate.h). Sent also when credit is zero (it carries no data). */
 	STK_MSG_MIGRATE = 1u << 6,
+	/* Doorbells (stk_stream.h, "Sleeping"); neither changes the stream. SLEEP:
+	 * the sender is going to sleep in the kernel having received len messages
+	 * of ours: ring its doorbell if one of ours is still unseen, else before
+	 * our next message. BELL: a doorbell byte was just written; the header's
+	 * bells count covers it. */
+	STK_MSG_SLEEP = 1u << 7,
+	STK_MSG_BELL = 1u << 8,
 };
 
 struct stk_msg_hdr {
@@ -25,7 +32,8 @@ struct stk_msg_hdr {
 	uint32_t seq;      /* per direction, +1 per message, checked */
 	uint32_t len;      /* DATA: payload bytes; CREDIT: bytes granted */
 	uint16_t flags;    /* STK_MSG_* */
-	uint16_t reserved; /* 0 */
+	uint16_t bells;    /* doorbell bytes the sender wrote on the kernel
+			    * connection so far (mod 2^16), this message's included */
 } __attribute__((packed));
 
 #endif
