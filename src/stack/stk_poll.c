@@ -185,9 +185,10 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 		 * sleeper woken by it may drain the completions (and the fd, at
 		 * its next trywait) that carried our data or credits before we
 		 * ran, and nothing signals us again. Bound the sleep as
-		 * stk_conn_wait does (20 ms) until per-connection wake-ups exist. */
-		if (nw > 0 && sleep > STK_READY_SLICE_MAX_NS * 20)
-			sleep = STK_READY_SLICE_MAX_NS * 20;
+		 * stk_conn_wait does (STK_SLEEP_CAP_NS) until per-connection
+		 * wake-ups exist. */
+		if (nw > 0 && sleep > STK_SLEEP_CAP_NS)
+			sleep = STK_SLEEP_CAP_NS;
 		struct timespec ts = ns_to_ts(sleep);
 		int n = stk_ready_sys_ppoll(k, nfds + (nfds_t)nw,
 					    sleep == STK_READY_NEVER ? NULL : &ts,
