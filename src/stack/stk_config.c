@@ -48,6 +48,7 @@ static void set_defaults(struct stk_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->enabled = true;
+	cfg->tcp_accel = true;
 	cfg->log_level = STK_LOG_WARN;
 	snprintf(cfg->providers, sizeof(cfg->providers), "shm,dpdk,verbs,efa,tcp");
 	apply_profile(cfg, 0);
@@ -235,9 +236,9 @@ static int load_env(struct stk_config *cfg, stk_getenv_fn env)
 	    (ret = parse_unsigned(cfg, "FABSOCK_NEGO_WAIT_MS", v, 10000, &cfg->nego_wait_ms)))
 		return ret;
 	if ((v = env("FABSOCK_TCP_ACCEL"))) {
-		if (strcmp(v, "1") == 0)
-			cfg->tcp_accel = true;
-		else if (strcmp(v, "0") != 0)
+		if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+			cfg->tcp_accel = v[0] == '1';
+		else
 			return bad_value(cfg, "FABSOCK_TCP_ACCEL", 1, "expected 0 or 1, got '%s'", v);
 	}
 	if ((v = env("FABSOCK_DISABLE"))) {

@@ -32,8 +32,8 @@ struct stk_config {
 	unsigned batch;         /* max messages handled per progress call */
 	int default_action;     /* enum stk_action when no rule matches */
 	unsigned nego_wait_ms;  /* a first write's wait for the peer's negotiation (stk_lazy) */
-	bool tcp_accel;         /* FABSOCK_TCP_ACCEL=1: TCP on fabric providers (opt-in
-				 * until the README's "Known gaps" close) */
+	bool tcp_accel;         /* TCP on fabric providers (default; FABSOCK_TCP_ACCEL=0
+				 * keeps every TCP socket on the kernel) */
 	char application_id[64];
 	struct stk_rules rules;
 };

@@ -99,11 +99,8 @@ bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
 	if (sock->kind == STK_SOCK_TCP) {
 		if (stk_cfg.tcp_accel)
 			return true;
-		/* Some kernel behaviours are not reproduced yet (README "Known gaps"),
-		 * so TCP acceleration waits for an explicit opt-in. */
 		stk_count(STK_C_FALLBACK_NO_TRANSPORT);
-		note_fallback_once(role, "TCP acceleration is opt-in in this release "
-				   "(FABSOCK_TCP_ACCEL=1)");
+		note_fallback_once(role, "TCP acceleration is off (FABSOCK_TCP_ACCEL=0)");
 		return false;
 	}
 	/* Datagram sockets have no fabric transport yet (roadmap: UDP). */
