@@ -168,6 +168,7 @@ static int parse_providers(struct stk_config *cfg, const char *name, const char 
 		}
 	}
 	memcpy(cfg->providers, value, len + 1);
+	cfg->providers_chosen = true;
 	return 0;
 }
 

@@ -26,6 +26,8 @@ struct stk_config {
 	int log_level;          /* enum stk_log_level */
 	char log_file[256];     /* empty = stderr */
 	char providers[256];    /* comma list, order of preference */
+	bool providers_chosen;  /* the list is the user's (FABSOCK_PROVIDERS), not the
+				 * default: a provider of it that is absent is worth a warning */
 	enum stk_profile profile;
 	unsigned spin_us;       /* busy-poll budget before sleeping in the kernel */
 	unsigned window_bytes;  /* per-connection receive window granted to peers */

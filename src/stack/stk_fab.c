@@ -482,8 +482,14 @@ static int fab_open(const char *name, struct stk_fab **out)
 	ret = stk_fi.getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &fab->info);
 	stk_fi.freeinfo(hints);
 	if (ret) {
-		FSK_WARN("%s: fi_getinfo: %s (provider absent or no RDM endpoint)", name,
-			 stk_fi.strerror(-ret));
+		/* the default list names providers most hosts lack: say so only
+		 * at info level, unless the user chose the list */
+		if (stk_cfg.providers_chosen)
+			FSK_WARN("%s: fi_getinfo: %s (provider absent or no RDM endpoint)", name,
+				 stk_fi.strerror(-ret));
+		else
+			FSK_INFO("%s: fi_getinfo: %s (provider absent or no RDM endpoint)", name,
+				 stk_fi.strerror(-ret));
 		fab->info = NULL;
 		goto fail;
 	}
