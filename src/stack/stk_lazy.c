@@ -274,11 +274,15 @@ static bool server_handshake(struct stk_lazy *l, enum driver by)
 	struct stk_nego_msg verdict;
 	stk_conn_make_decision(&verdict, r > 0 ? STK_NEGO_READY : STK_NEGO_CANCEL,
 			       r > 0 ? STK_NEGO_ACCEPT : STK_NEGO_CANCEL_HANDSHAKE);
-	int ret = stk_nego_send_now(l->conn->fd, &verdict);
-	if (r > 0 && ret == 0) {
+	/* On the fabric BEFORE the READY goes: the client may write the moment it
+	 * reads it, and its bytes must be readable here at once, as the kernel's
+	 * are once the write returned (our bytes sent meanwhile wait in the
+	 * client's buffer until it reads the READY). */
+	if (r > 0)
 		to_fabric(l);
+	int ret = stk_nego_send_now(l->conn->fd, &verdict);
+	if (r > 0 && ret == 0)
 		return true;
-	}
 	if (ret)
 		io_fallback(l, ret); /* the client learns it from its kernel connection */
 	else {
