@@ -100,20 +100,22 @@ counter() {
 	echo "${v:-0}"
 }
 
-# why_fallback LOGS...: one short reason a run was not accelerated on $path.
+# why_fallback LOGS...: one short reason a run was not accelerated on $path:
+# where it went (another provider, or the kernel and why), and the first
+# warning libfabsock logged (e.g. a device that did not open).
 why_fallback() {
+	r=
 	for l in "$@"; do
 		for p in shm dpdk tcp; do
-			[ "$p" != "$path" ] && [ "$(counter "$l" "conn_accel_$p")" -gt 0 ] &&
-				{ echo "went over $p"; return; }
+			[ -z "$r" ] && [ "$p" != "$path" ] && [ "$(counter "$l" "conn_accel_$p")" -gt 0 ] &&
+				r="went over $p"
 		done
 	done
-	r=$(cat "$@" 2>/dev/null | grep -a -m 1 -o 'stays on the kernel: [^(]*' |
-		sed 's/stays on the kernel: //; s/ *$//')
-	[ -n "$r" ] || r=$(cat "$@" 2>/dev/null | grep -a -m 1 ': \(warn\|error\): ' |
-		sed 's/^fabsock\[[0-9]*\]: [a-z]*: //')
+	[ -n "$r" ] || r=$(cat "$@" 2>/dev/null | grep -a -m 1 -o 'stays on the kernel: [^(]*' |
+		sed 's/ *$//')
 	[ -n "$r" ] || { grep -aq 'libfabsock [^ ]* active' "$@" 2>/dev/null || r="libfabsock not loaded"; }
-	echo "${r:-no connection accelerated}"
+	w=$(cat "$@" 2>/dev/null | grep -a -m 1 ': \(warn\|error\): ' | sed 's/^fabsock\[[0-9]*\]: //')
+	echo "${r:-no connection accelerated}${w:+; $w}"
 }
 
 # server_start PATH ROUND: a sockperf server on PATH (one per path and round:
@@ -139,7 +141,7 @@ server_stop() {
 	kill "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
 	spid=
-	[ -e "$memif" ] && echo "memif socket $memif left behind" >>"$tmp/notes"
+	[ -e "$memif" ] && printf 'dpdk\t-\tmemif socket %s left behind\n' "$memif" >>"$tmp/notes"
 }
 
 # client PATH MODE ROUND: one sockperf client against the running server;
@@ -177,12 +179,13 @@ client() {
 	esac
 	if [ $crc -ne 0 ] || [ -z "$v1" ] || [ -z "$v2" ]; then
 		echo "$path $mode fail fail" >>"$tmp/runs"
-		echo "$path $mode: sockperf failed (exit $crc): $(grep -a -m 1 -i 'error' "$cout")" >>"$tmp/notes"
+		printf '%s\t%s\tsockperf failed (exit %s): %s\n' "$path" "$mode" "$crc" \
+			"$(grep -a -m 1 -i 'error' "$cout")" >>"$tmp/notes"
 		return
 	fi
 	if [ "$path" != kernel ] && [ "$(counter "$clog" "conn_accel_$path")" -lt 1 ]; then
 		echo "$path $mode fallback fallback" >>"$tmp/runs"
-		echo "$path $mode: fallback ($(why_fallback "$clog" "$slog"))" >>"$tmp/notes"
+		printf '%s\t%s\tfallback (%s)\n' "$path" "$mode" "$(why_fallback "$clog" "$slog")" >>"$tmp/notes"
 		return
 	fi
 	echo "$path $mode $v1 $v2" >>"$tmp/runs"
@@ -269,8 +272,16 @@ END {
 echo
 cat "$out/table.txt"
 echo "(latency is one-way: half the round trip of a 64 B ping-pong; x kernel = this path / kernel)"
+if [ -n "$pin" ]; then
+	echo "(every path: server pinned to CPU 0, client to CPU 1; DEMO_PIN=0 leaves it to the scheduler)"
+fi
 # why a cell is not a number, and any run that did not count (once each)
-[ -s "$tmp/notes" ] && sort -u "$tmp/notes" | sed 's/^/note: /'
+# ("PATH<tab>MODE<tab>text" lines; the same text for several modes once)
+[ -s "$tmp/notes" ] && awk -F '\t' '
+	!(($1, $3) in modes) { order[++n] = $1 "\t" $3; modes[$1, $3] = $2; next }
+	index(" " modes[$1, $3] " ", " " $2 " ") == 0 { modes[$1, $3] = modes[$1, $3] " " $2 }
+	END { for (i = 1; i <= n; i++) { split(order[i], k, "\t")
+		printf "note: %s %s: %s\n", k[1], modes[k[1], k[2]], k[2] } }' "$tmp/notes"
 
 # The plot: CDF of every ping-pong message's latency (log x), and the tail
 # (fraction of messages slower than x, log-log) where p99 and beyond show.
@@ -280,6 +291,7 @@ for p in $paths; do
 	case $p in
 	kernel) t="kernel TCP" ;; shm) t="libfabsock shm" ;; dpdk) t="libfabsock dpdk/memif" ;;
 	esac
+	t="$t: $(awk -v p="$p" '$1 == p { printf "p50 %.2f, p99 %.2f usec", $3, $4 }' "$tmp/pooled")"
 	plot="$plot${plot:+, }'cdf-$p.dat' using 1:COL with lines lw 2 title '$t'"
 done
 if [ -n "$plot" ]; then
