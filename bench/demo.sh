@@ -75,7 +75,10 @@ print(s.getsockname()[1])'
 launch() {
 	lpath=$1 role=$2 log=$3
 	shift 3
-	set -- timeout -k 2 $((secs + 30)) "$@"
+	# a client runs secs + ~3 s; the server outlives the path's 3 clients
+	lim=$((secs + 30))
+	[ "$role" = server ] && lim=$((3 * lim))
+	set -- timeout -k 2 "$lim" "$@"
 	# server and client on distinct CPUs, as sockperf's guide advises: left
 	# to the scheduler on 2 busy cores, the two can share one, and then each
 	# message waits out the peer's spin budget
@@ -179,8 +182,13 @@ client() {
 	esac
 	if [ $crc -ne 0 ] || [ -z "$v1" ] || [ -z "$v2" ]; then
 		echo "$path $mode fail fail" >>"$tmp/runs"
-		printf '%s\t%s\tsockperf failed (exit %s): %s\n' "$path" "$mode" "$crc" \
-			"$(grep -a -m 1 -i 'error' "$cout")" >>"$tmp/notes"
+		# keep what sockperf and libfabsock said, and name it
+		cp "$cout" "$out/failed-$path-$mode-$r.out"
+		cat "$clog" "$slog" >>"$out/failed-$path-$mode-$r.out" 2>/dev/null
+		why=$(grep -a -m 1 -i 'error' "$cout")
+		[ -n "$why" ] || why=$(grep -a -m 1 '# dropped messages' "$cout" | sed 's/^sockperf: //')
+		printf '%s\t%s\tsockperf failed (exit %s): %s (%s)\n' "$path" "$mode" "$crc" \
+			"${why:-no result printed}" "$out/failed-$path-$mode-$r.out" >>"$tmp/notes"
 		return
 	fi
 	if [ "$path" != kernel ] && [ "$(counter "$clog" "conn_accel_$path")" -lt 1 ]; then
@@ -198,7 +206,7 @@ for p in $paths; do
 	case $p in kernel | shm | dpdk) rm -f "$out/latency-$p.txt" "$out/cdf-$p.dat" ;;
 	*) echo "demo.sh: DEMO_PATHS: unknown path $p (kernel, shm, dpdk)" >&2; exit 2 ;; esac
 done
-rm -f "$out/latency.png" "$out/table.txt" "$out/runs.txt"
+rm -f "$out/latency.png" "$out/table.txt" "$out/runs.txt" "$out"/failed-*.out
 : >"$tmp/runs"
 : >"$tmp/notes"
 echo "demo: sockperf TCP over 127.0.0.1: kernel, libfabsock on shm, libfabsock on dpdk (net_memif)"
