@@ -12,7 +12,9 @@
 # data of the plot) and the median throughput over rounds. An accelerated run
 # counts only when libfabsock's own counters (the client's, dumped at exit)
 # say the connection went over that provider; otherwise the cell reads
-# "fallback" and a note says why.
+# "fallback" and a note says why. A run that moves (almost) nothing (no
+# ping-pong reply, fewer than 10 messages sent) reads "stall": a hang, not a
+# rate; its output is kept in DEMO_OUT/failed-PATH-MODE-ROUND.out.
 # Then a gnuplot PNG of the latency distributions (CDF and tail, log x).
 #
 # usage: bench/demo.sh [BUILDDIR]     (default: $top_builddir, else .)
@@ -23,7 +25,8 @@
 # Writes into DEMO_OUT: latency.png, latency.gp (the gnuplot script),
 # latency-PATH.txt (every ping-pong message's one-way latency, usec, all
 # rounds), cdf-PATH.dat (the plotted points), runs.txt (each run's numbers),
-# table.txt (the table). Exit status 0 when every path produced numbers.
+# table.txt (the table). Exit status 0 when every run of every path was
+# accelerated as asked and produced numbers, 1 otherwise (notes say why).
 set -u
 b=${1:-${top_builddir:-.}}
 b=$(cd "$b" && pwd) || exit 2
@@ -149,7 +152,7 @@ server_stop() {
 
 # client PATH MODE ROUND: one sockperf client against the running server;
 # appends "PATH MODE v1 v2" to $tmp/runs (v1 v2: p50 p99 usec | msg/s MB/s,
-# or "fallback"/"fail") and, for ping-pong, the latencies to latency-PATH.txt.
+# or "fallback"/"fail"/"stall") and, for ping-pong, the latencies to latency-PATH.txt.
 # A run counts as accelerated when the client's counters say its connection
 # went over PATH (the server serves every client, so its counters are
 # cumulative; it is read only for the reason of a fallback).
@@ -180,6 +183,22 @@ client() {
 	*) v1=$(sed -n 's/.*Message Rate is \([0-9]*\).*/\1/p' "$cout")
 	   v2=$(sed -n 's/.*BandWidth is \([0-9.]*\) MBps.*/\1/p' "$cout") ;;
 	esac
+	# a run that moved (almost) nothing is a hang, not a rate: "stall"
+	case $mode in
+	pp) grep -q 'No messages were received' "$cout" && v1=stall ;;
+	*) sent=$(sed -n 's/.*Total of \([0-9]*\) messages sent.*/\1/p' "$cout")
+	   [ -n "$sent" ] && [ "$sent" -lt 10 ] && v1=stall ;;
+	esac
+	if [ "$v1" = stall ]; then
+		echo "$path $mode stall stall" >>"$tmp/runs"
+		cp "$cout" "$out/failed-$path-$mode-$r.out"
+		cat "$clog" "$slog" >>"$out/failed-$path-$mode-$r.out" 2>/dev/null
+		printf '%s\t%s\tstall: %s; libfabsock: %s (%s)\n' "$path" "$mode" \
+			"$(grep -a -m 1 -o 'No messages were received.*\|Total of [0-9]* messages sent in [0-9.]* sec' "$cout")" \
+			"$(grep -a 'counter \(bytes_tx\|bytes_rx\)_' "$clog" 2>/dev/null | sed 's/.*counter //' | tr '\n' ' ' | sed 's/ $//')" \
+			"$out/failed-$path-$mode-$r.out" >>"$tmp/notes"
+		return
+	fi
 	if [ $crc -ne 0 ] || [ -z "$v1" ] || [ -z "$v2" ]; then
 		echo "$path $mode fail fail" >>"$tmp/runs"
 		# keep what sockperf and libfabsock said, and name it
@@ -261,7 +280,7 @@ function ratio(p, m, k,   x, base) {
 }
 $2 == "pooled" { pool[$1] = 1; v1[$1, "pp"] = $3; v2[$1, "pp"] = $4; next }
 $2 == "pp" && ($1 in pool) { next }
-$3 == "fallback" || $3 == "fail" { if (!(($1, $2) in bad)) bad[$1, $2] = $3; next }
+$3 == "fallback" || $3 == "fail" || $3 == "stall" { if (!(($1, $2) in bad)) bad[$1, $2] = $3; next }
 { v1[$1, $2] = v1[$1, $2] " " $3; v2[$1, $2] = v2[$1, $2] " " $4 }
 END {
 	name["kernel"] = "kernel TCP"; name["shm"] = "libfabsock shm"
@@ -332,5 +351,6 @@ else
 	echo "demo.sh: no latency plot written" >&2
 	exit 1
 fi
-grep -q 'fallback\|fail' "$out/table.txt" && exit 1
+# any run that fell back, failed or stalled (even if another round gave a number)
+[ -s "$tmp/notes" ] && exit 1
 exit 0
