@@ -7,7 +7,8 @@ include bench/ready.mk
 
 # Pass-through overhead of the preload (bench/overhead.sh runs it with and
 # without libfabsock) and the demo (bench/demo.sh, ./quickstart demo).
-# `make bench` runs both; they are never part of `make check`.
+# `make bench` runs both; make check runs only a 1-second demo
+# (tests/real/demo.sh) that checks its output, never timings.
 noinst_PROGRAMS += bench/overhead
 bench_overhead_SOURCES = bench/overhead.c
 bench_overhead_LDADD = -ldl
