@@ -140,8 +140,13 @@ sockperf_run() {
 	fsk_assert_accel "$T/sp-$1-client.log" "sockperf $1 client" 1 dpdk
 	fsk_assert_accel "$T/sp-$1-server.log" "sockperf $1 server" 1 dpdk
 }
-# latency FILE: sockperf's average one-way latency (usec).
-latency() { sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p' "$1" | head -n 1; }
+# latency FILE: sockperf's one-way latency (usec): average, median, p99.
+latency() {
+	printf 'avg %s, median %s, p99 %s' \
+		"$(sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p' "$1" | head -n 1)" \
+		"$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$1" | head -n 1)" \
+		"$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$1" | head -n 1)"
+}
 
 sockperf_run ping-pong 64 0
 klat=$(latency "$T/sp-ping-pong-client.out")
@@ -157,7 +162,7 @@ prx=$(bytes sp-ping-pong-server rx)
 [ "$ptx" -ge $((recv * 64)) ] && [ "$ptx" = "$prx" ] ||
 	fsk_fail "ping-pong: client sent $ptx bytes over dpdk, server got $prx, replies $recv x 64"
 check_segs "sockperf ping-pong" "$s0" 1 "$ptx"
-fsk_note "sockperf ping-pong 64 B: $recv round trips over dpdk; one-way latency $(latency "$o") usec (kernel TCP across the same veth: $klat usec)"
+fsk_note "sockperf ping-pong 64 B: $recv round trips over dpdk; one-way latency usec: dpdk $(latency "$o"); kernel TCP across the same veth $klat"
 
 s0=$(segs)
 sockperf_run throughput 16384 1
