@@ -5,7 +5,8 @@
  * rte_eal_init changes process-wide state the application owns: it narrows
  * the calling thread's CPU affinity to the main lcore and installs signal
  * handlers (e.g. for SIGBUS in memory setup). Both are snapshotted before and
- * restored after. */
+ * restored after; and the threads it starts are born with the asynchronous
+ * signals blocked, so the application's signals go to its own threads. */
 #include "config.h"
 
 #include "fabric/fdp.h"
