@@ -5,7 +5,8 @@
  * rte_eal_init changes process-wide state the application owns: it narrows
  * the calling thread's CPU affinity to the main lcore and installs signal
  * handlers (e.g. for SIGBUS in memory setup). Both are snapshotted before and
- * restored after. */
+ * restored after; and the threads it starts are born with the asynchronous
+ * signals blocked, so the application's signals go to its own threads. */
 #include "config.h"
 
 #include "fabric/fdp.h"
@@ -227,7 +228,7 @@ static int eal_start_locked(void)
 	struct eal_argv a = {.argc = 0};
 	struct sigaction *old_sa;
 	cpu_set_t cpus;
-	sigset_t mask;
+	sigset_t mask, eal_mask;
 	bool have_cpus;
 	int ret, sig, err, saved_stdout = -1;
 	char *argv_copy[FDP_EAL_MAX_ARGS + 1];
@@ -291,6 +292,19 @@ static int eal_start_locked(void)
 		if (null_fd >= 0)
 			close(null_fd);
 	}
+	/* The threads EAL starts (interrupt thread, multi-process channel)
+	 * inherit this thread's mask: block the asynchronous signals so that
+	 * a SIGTERM or SIGINT meant for the application is never handled on
+	 * a DPDK thread (a handler that calls exit() there, or waits for the
+	 * main thread, changes what the application does). The fault signals
+	 * stay open: they go to the faulting thread, and EAL catches SIGBUS
+	 * while probing memory. */
+	sigfillset(&eal_mask);
+	sigdelset(&eal_mask, SIGBUS);
+	sigdelset(&eal_mask, SIGSEGV);
+	sigdelset(&eal_mask, SIGFPE);
+	sigdelset(&eal_mask, SIGILL);
+	pthread_sigmask(SIG_SETMASK, &eal_mask, NULL);
 	ret = rte_eal_init(a.argc, argv_copy);
 	err = rte_errno;
 	if (saved_stdout >= 0) {

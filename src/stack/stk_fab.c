@@ -593,9 +593,11 @@ int stk_fab_get(const char *prov, struct stk_fab **out)
 		if (!exit_hook)
 			exit_hook = atexit(shm_unlink_at_exit) == 0;
 	}
+	struct sigaction *sigs = stk_fi_sigs_save();
 	stk_fi_enter();
 	int ret = fab_open(prov, &fab);
 	stk_fi_leave();
+	stk_fi_sigs_restore(sigs);
 	snprintf(table[table_count].name, STK_FAB_NAME_MAX, "%s", prov);
 	table[table_count].fab = ret ? NULL : fab;
 	table[table_count].err = ret;

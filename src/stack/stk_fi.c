@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 
 struct stk_fi stk_fi;
 
@@ -50,4 +52,33 @@ int stk_fi_load(void)
 {
 	pthread_once(&load_once, load);
 	return load_result;
+}
+
+struct sigaction *stk_fi_sigs_save(void)
+{
+	struct sigaction *saved = calloc(NSIG, sizeof(*saved));
+	if (!saved)
+		return NULL;
+	for (int sig = 1; sig < NSIG; sig++)
+		sigaction(sig, NULL, &saved[sig]);
+	return saved;
+}
+
+void stk_fi_sigs_restore(struct sigaction *saved)
+{
+	if (!saved)
+		return;
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction now;
+
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		if (sigaction(sig, NULL, &now) == 0 &&
+		    (now.sa_handler != saved[sig].sa_handler ||
+		     now.sa_flags != saved[sig].sa_flags)) {
+			FSK_DBG("libfabric replaced the handler of signal %d: restored", sig);
+			sigaction(sig, &saved[sig], NULL);
+		}
+	}
+	free(saved);
 }

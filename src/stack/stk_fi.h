@@ -29,4 +29,17 @@ extern struct stk_fi stk_fi;
  * loaded: the caller then falls back to the kernel. */
 int stk_fi_load(void);
 
+/* Signal handlers are the application's. Loading libfabric and opening a
+ * provider install handlers of their own that end the process without
+ * running the application's (libinfinipath, linked into Debian's libfabric
+ * for PSM, takes SIGINT/SIGTERM and more in its constructor; the shm
+ * provider takes SIGINT/SIGTERM/SIGBUS/SIGSEGV to unlink its regions, which
+ * the stack reclaims itself): redis-server then exits 1 on SIGTERM without
+ * its shutdown. stk_fi_sigs_save() snapshots every handler before such
+ * set-up calls (NULL without memory: nothing is restored), and
+ * stk_fi_sigs_restore() puts back each one that changed and frees the
+ * snapshot. Set-up only: two sigaction(2) calls per signal. */
+struct sigaction *stk_fi_sigs_save(void);
+void stk_fi_sigs_restore(struct sigaction *saved);
+
 #endif

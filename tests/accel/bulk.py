@@ -3,7 +3,8 @@ pseudo-random data (a random 1 MiB block, rotated differently for every block,
 so no two blocks are alike) in sends of varying size; the server reads with
 varying sizes, hashes as it goes and answers with the byte count and sha256;
 the client checks both against its own.
-usage: bulk.py server PORT BYTES | bulk.py client PORT BYTES"""
+usage: bulk.py server PORT BYTES [HOST] | bulk.py client PORT BYTES [HOST]
+(HOST: the server's address, default 127.0.0.1)"""
 import hashlib
 import os
 import socket
@@ -11,12 +12,13 @@ import struct
 import sys
 
 role, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+host = sys.argv[4] if len(sys.argv) > 4 else "127.0.0.1"
 BLOCK = 1 << 20
 
 if role == "server":
     lsock = socket.socket()
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsock.bind(("127.0.0.1", port))
+    lsock.bind((host, port))
     lsock.listen()
     print("listening", flush=True)
     conn, _ = lsock.accept()
@@ -40,7 +42,7 @@ if role == "server":
     sys.exit(0 if got == size and tail == b"" else 1)
 else:
     block = os.urandom(BLOCK)
-    conn = socket.create_connection(("127.0.0.1", port))
+    conn = socket.create_connection((host, port))
     h = hashlib.sha256()
     sent = 0
     i = 0

@@ -109,22 +109,12 @@ fdp_netns_run() {
 	id=$$
 	nsa=fdpa$id nsb=fdpb$id
 	command -v ip >/dev/null 2>&1 || fdp_skip "iproute2 (ip) not installed"
-	if ! ip netns add "$nsa" 2>/dev/null; then
-		fdp_skip "cannot create network namespaces here (need root / CAP_SYS_ADMIN)"
-	fi
-	trap 'ip netns del '"$nsa"' 2>/dev/null; ip netns del '"$nsb"' 2>/dev/null' EXIT INT TERM
-	ip netns add "$nsb" || fdp_fail "ip netns add $nsb"
-	ip link add "fd$id" type veth peer name "fe$id" || fdp_fail "veth (data)"
-	ip link add "fc$id" type veth peer name "ff$id" || fdp_fail "veth (control)"
-	ip link set "fd$id" netns "$nsa" && ip link set "fc$id" netns "$nsa" &&
-	ip link set "fe$id" netns "$nsb" && ip link set "ff$id" netns "$nsb" ||
-		fdp_fail "moving veths into namespaces"
-	for ns in $nsa $nsb; do ip -n "$ns" link set lo up; done
-	ip -n "$nsa" link set "fd$id" up && ip -n "$nsb" link set "fe$id" up &&
-	ip -n "$nsa" link set "fc$id" up && ip -n "$nsb" link set "ff$id" up ||
-		fdp_fail "links up"
-	ip -n "$nsa" addr add 198.19.1.1/24 dev "fc$id" &&
-	ip -n "$nsb" addr add 198.19.1.2/24 dev "ff$id" || fdp_fail "control addresses"
+	. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib/netns.sh"
+	trap 'fsk_netns_destroy' EXIT INT TERM
+	fsk_netns_create "$nsa" "$nsb" ||
+		{ fsk_netns_destroy; fdp_skip "cannot create network namespaces here (need root / CAP_SYS_ADMIN)"; }
+	fsk_netns_veth "$nsa" "$nsb" "fd$id" "fe$id" || fdp_fail "veth (data)"
+	fsk_netns_veth "$nsa" "$nsb" "fc$id" "ff$id" 198.19.1.1/24 198.19.1.2/24 || fdp_fail "veth (control)"
 
 	srv="FI_DPDK_DEVICE=net_${pmd}0,iface=fd$id FI_DPDK_IP=198.18.2.1/24"
 	cli="FI_DPDK_DEVICE=net_${pmd}0,iface=fe$id FI_DPDK_IP=198.18.2.2/24"

@@ -79,12 +79,13 @@ s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
 }
 
-# fsk_wait_listen PORT [TENTHS]: wait until something listens on
-# 127.0.0.1:PORT (TCP), at most TENTHS tenths of a second (default 100).
+# fsk_wait_listen PORT [TENTHS [NETNS]]: wait until something listens on
+# TCP port PORT (in network namespace NETNS when given), at most TENTHS
+# tenths of a second (default 100).
 fsk_wait_listen() {
 	i=0
 	while [ "$i" -lt "${2:-100}" ]; do
-		if ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; then
+		if ${3:+ip netns exec "$3"} ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; then
 			return 0
 		fi
 		sleep 0.1
@@ -135,6 +136,28 @@ fsk_assert_accel() {
 			grep -a 'stays on the kernel\|counter fallback' "$1" | grep -v ' = 0$'
 			fsk_fail "$2: $a connection(s) accelerated ($p over $4), want at least $3"
 		}
+}
+
+# fsk_assert_all_accel LOGFILE WHAT MIN PROV: at least MIN connections of the
+# process logging to LOGFILE asked for acceleration, every one of them was
+# accelerated over PROV and none fell back to the kernel (the fallback_*
+# counters name the reasons).
+fsk_assert_all_accel() {
+	tracked=$(fsk_counter "$1" accel_requested)
+	acc=$(fsk_counter "$1" accelerated)
+	fell=0
+	reasons=""
+	for c in $(grep -a -o 'info: counter fallback_[a-z_]* = [0-9]*' "$1" | sed 's/info: counter //; s/ = /=/'); do
+		n=${c#*=}
+		[ "$n" -gt 0 ] || continue
+		fell=$((fell + n))
+		reasons="$reasons ${c%=*}=$n"
+	done
+	[ "$tracked" -ge "$3" ] || fsk_fail "$2: only $tracked connections asked for acceleration"
+	[ "$acc" = "$tracked" ] && [ "$fell" = 0 ] ||
+		fsk_fail "$2: $tracked connections, $acc accelerated, $fell fell back:$reasons"
+	fsk_assert_accel "$1" "$2" "$acc" "$4"
+	fsk_note "$2: $tracked connections, $acc accelerated over $4, $fell on the kernel"
 }
 
 # fsk_asan_runtime: print the ASan runtime libfabsock.so links with (a

@@ -8,4 +8,4 @@ REAL_TESTS = tests/real/curl.sh tests/real/socat.sh tests/real/sockperf.sh \
 	tests/real/redis.sh tests/real/sockperf_accel.sh tests/real/iperf3_accel.sh \
 	tests/real/redis_accel.sh tests/real/demo.sh
 TESTS += $(REAL_TESTS)
-EXTRA_DIST += $(REAL_TESTS)
+EXTRA_DIST += $(REAL_TESTS) tests/real/resp_big.py

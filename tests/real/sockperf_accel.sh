@@ -29,8 +29,9 @@ run() {
 			cat "$T/$mode-client.out"
 			fsk_fail "$mode: sockperf client failed"
 		}
-	# The server dumps its counters when it exits (SIGTERM is handled by sockperf).
-	kill "$spid" 2>/dev/null
+	# SIGINT: sockperf's server handles it and exits, so libfabsock dumps its
+	# counters (SIGTERM kills sockperf outright, as on the kernel).
+	kill -INT "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
 	fsk_assert_accel "$T/$mode-client.log" "$mode: sockperf client" 1 shm
 	fsk_assert_accel "$T/$mode-server.log" "$mode: sockperf server" 1 shm
