@@ -27,7 +27,9 @@
 #define CLOSE_DRAIN_NS 1000000000ull /* room for a control message: at most this */
 #define LINGER_DEFAULT_NS 10000000000ull /* sends in flight at close: 10 s at most */
 #define PEER_GONE_GRACE_NS 200000000ull  /* ... 0.2 s once the peer hung up */
-#define HUP_GRACE_NS 20000000ull    /* kernel EOF before FIN: wait this for the FIN */
+#define HUP_GRACE_NS 500000000ull   /* kernel EOF before FIN: wait this for the FIN (a
+				     * loaded machine may not run the progress that takes
+				     * it for tens of ms; a dead peer is still seen < 1 s) */
 #define SLEEP_MIN_NS 20000ull       /* no wait fd: back-off from 20 µs ... */
 #define SLEEP_MAX_NS 1000000ull     /* ... to 1 ms */
 #define STARVE_RETRY_NS 50000ull    /* provider had no room: say POLLOUT again after this */
@@ -1390,7 +1392,7 @@ static void check_liveness(struct stk_conn *conn)
 		if (n > 0 && round < 64)
 			cpu_relax(); /* a doorbell's message is posted right after the byte */
 		else
-			sleep_ns(SLEEP_MIN_NS);
+			sleep_ns(round < 64 ? SLEEP_MIN_NS : 1000000ull);
 	}
 }
 
