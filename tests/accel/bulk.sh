@@ -13,13 +13,13 @@ run_pair() { # provider, netns prefix ("" or "ip netns exec NS")
 	nsexec=$2
 	port=$(free_port)
 	rm -f "$tmp/srv.out"
-	$nsexec env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
+	$nsexec env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
 		timeout 200 "$launcher" -- "$python" "$bulk_py" server "$port" "$size" \
 		>"$tmp/srv.out" 2>"$tmp/srv.log" &
 	spid=$!
 	pids="$pids $spid"
 	wait_ready "$tmp/srv.out" || { cat "$tmp/srv.log"; return 1; }
-	$nsexec env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
+	$nsexec env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
 		timeout 200 "$launcher" -- "$python" "$bulk_py" client "$port" "$size" \
 		>"$tmp/cli.out" 2>"$tmp/cli.log"
 	crc=$?

@@ -27,7 +27,7 @@ one() { # provider, survivor side (server|client), wait kind
 	[ "$sside" = client ] && vside=server
 	port=$(free_port)
 	rm -f "$tmp/s.out" "$tmp/v.out"
-	env="env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200 FABSOCK_PROVIDERS=$prov FABSOCK_LOG=info"
+	env="env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS=$prov FABSOCK_LOG=info"
 	if [ "$sside" = server ]; then
 		$env "$launcher" -- "$python" "$death_py" survivor server "$port" "$kind" \
 			>"$tmp/s.out" 2>"$tmp/s.log" &

@@ -15,13 +15,13 @@ status=0
 run() {
 	port=$(free_port)
 	rm -f "$tmp/srv.out"
-	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200 FABSOCK_LOG=info timeout 90 \
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info timeout 90 \
 		"$launcher" --dpdk "$1" --ip 198.18.0.1/24 --provider dpdk -- \
 		"$python" "$streams_py" server "$port" "$conns" >"$tmp/srv.out" 2>"$tmp/srv.log" &
 	spid=$!
 	pids="$pids $spid"
 	wait_ready "$tmp/srv.out" || { cat "$tmp/srv.log"; return 1; }
-	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200 FABSOCK_LOG=info timeout 90 \
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info timeout 90 \
 		"$launcher" --dpdk "$2" --ip 198.18.0.2/24 --provider dpdk -- \
 		"$python" "$streams_py" client "$port" "$conns" 4 "$$" >"$tmp/cli.out" 2>"$tmp/cli.log"
 	crc=$?

@@ -19,13 +19,13 @@ run() { # provider scenario
 	scen=$2
 	port=$(free_port)
 	rm -f "$tmp/srv.out"
-	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
 		timeout 60 "$launcher" -- "$python" "$fork_py" server "$scen" "$port" \
 		>"$tmp/srv.out" 2>"$tmp/srv.log" &
 	spid=$!
 	pids="$pids $spid"
 	wait_ready "$tmp/srv.out" || { cat "$tmp/srv.log"; return 1; }
-	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
 		timeout 60 "$launcher" -- "$python" "$fork_py" client "$scen" "$port" \
 		>"$tmp/cli.out" 2>"$tmp/cli.log"
 	crc=$?

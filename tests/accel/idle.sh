@@ -37,13 +37,13 @@ run_case() { # provider, mode, extra server option
 	name="$prov $mode${opt:+ $opt}"
 	port=$(free_port)
 	rm -f "$tmp/srv.out" "$tmp/cli.out"
-	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
 		timeout 60 "$launcher" -- "$python" "$idle_py" server "$port" "$mode" $opt \
 		>"$tmp/srv.out" 2>"$tmp/srv.log" &
 	spid=$!
 	pids="$pids $spid"
 	wait_ready "$tmp/srv.out" || { cat "$tmp/srv.log"; return 1; }
-	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
 		timeout 60 "$launcher" -- "$python" "$idle_py" client "$port" "$mode" \
 		>"$tmp/cli.out" 2>"$tmp/cli.log" &
 	cpid=$!

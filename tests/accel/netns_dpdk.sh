@@ -29,7 +29,7 @@ fsk_need_cmd ip ss sockperf iperf3 redis-server redis-cli redis-benchmark sha256
 [ -e "$top_builddir/src/fabric/.libs/libdpdk-fi.so" ] || fsk_fail "libdpdk-fi.so not built"
 T=$fsk_tmp
 L=$FSK_LAUNCHER
-export FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200
+export FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000
 unset FI_DPDK_DROP FI_DPDK_DUP FI_DPDK_REORDER FI_LOG_LEVEL
 bulk=${FSK_NETNS_BULK:-1073741824}
 big=$((1 << 20))

@@ -16,7 +16,7 @@ L=$FSK_LAUNCHER
 
 run() { # provider
 	prov=$1
-	export FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=200 FABSOCK_PROVIDERS="$prov"
+	export FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS="$prov"
 	port=$(fsk_free_port) || fsk_fail "no free port"
 	rm -f "$T"/*.log "$T/dump.rdb"
 	fsk_bg timeout -k 5 120 "$L" --log info --log-file "$T/server.log" -- \

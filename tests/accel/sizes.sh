@@ -11,13 +11,13 @@ status=0
 for prov in shm tcp; do
 	port=$(free_port)
 	rm -f "$tmp/srv.out"
-	env FABSOCK_NEGO_WAIT_MS=200 FABSOCK_PROVIDERS=$prov FABSOCK_LOG=info timeout 90 \
+	env FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS=$prov FABSOCK_LOG=info timeout 90 \
 		"$launcher" -- "$python" "$streams_py" server "$port" "$conns" \
 		>"$tmp/srv.out" 2>"$tmp/srv.log" &
 	spid=$!
 	pids="$pids $spid"
 	wait_ready "$tmp/srv.out" || { cat "$tmp/srv.log"; status=1; continue; }
-	env FABSOCK_NEGO_WAIT_MS=200 FABSOCK_PROVIDERS=$prov FABSOCK_LOG=info timeout 90 \
+	env FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS=$prov FABSOCK_LOG=info timeout 90 \
 		"$launcher" -- "$python" "$streams_py" client "$port" "$conns" 4 "$$" \
 		>"$tmp/cli.out" 2>"$tmp/cli.log"
 	crc=$?

@@ -12,7 +12,7 @@ fsk_need_preload
 fsk_need_cmd iperf3 ss "$FSK_PYTHON"
 T=$fsk_tmp
 L=$FSK_LAUNCHER
-export FABSOCK_TCP_ACCEL=1 FABSOCK_PROVIDERS=shm FABSOCK_NEGO_WAIT_MS=200
+export FABSOCK_TCP_ACCEL=1 FABSOCK_PROVIDERS=shm FABSOCK_NEGO_WAIT_MS=2000
 
 # run NAME STREAMS [iperf3 client options]: iperf3's "sent received" bytes
 # go to $T/NAME.totals.

@@ -13,7 +13,7 @@ fsk_need_preload
 fsk_need_cmd redis-server redis-cli redis-benchmark sha256sum ss "$FSK_PYTHON"
 T=$fsk_tmp
 L=$FSK_LAUNCHER
-export FABSOCK_TCP_ACCEL=1 FABSOCK_PROVIDERS=shm FABSOCK_NEGO_WAIT_MS=200
+export FABSOCK_TCP_ACCEL=1 FABSOCK_PROVIDERS=shm FABSOCK_NEGO_WAIT_MS=2000
 big=$((1 << 20))
 resp_py="$top_srcdir/tests/real/resp_big.py"
 

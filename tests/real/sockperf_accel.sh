@@ -11,7 +11,7 @@ fsk_need_preload
 fsk_need_cmd sockperf ss "$FSK_PYTHON"
 T=$fsk_tmp
 L=$FSK_LAUNCHER
-export FABSOCK_TCP_ACCEL=1 FABSOCK_PROVIDERS=shm FABSOCK_NEGO_WAIT_MS=200
+export FABSOCK_TCP_ACCEL=1 FABSOCK_PROVIDERS=shm FABSOCK_NEGO_WAIT_MS=2000
 
 # run MODE SIZE: one server, one client (ping-pong | throughput); logs in $T/MODE-*.
 run() {
