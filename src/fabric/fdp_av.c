@@ -97,7 +97,7 @@ static int av_insert(struct fid_av *av_fid, const void *addr, size_t count,
 		     fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
 	struct fdp_av *av = container_of(av_fid, struct fdp_av, av_fid);
-	const struct sockaddr_in *sa = addr;
+	struct sockaddr_in sa;
 	size_t i, done = 0;
 	fi_addr_t a;
 
@@ -106,13 +106,16 @@ static int av_insert(struct fid_av *av_fid, const void *addr, size_t count,
 		return -FI_EINVAL;
 	fdp_lock(&av->lock);
 	for (i = 0; i < count; i++) {
+		/* the caller's bytes need not be aligned (an address taken out of a
+		 * wire message): copy each one */
+		memcpy(&sa, (const char *)addr + i * sizeof(sa), sizeof(sa));
 		a = FI_ADDR_NOTAVAIL;
-		if (sa[i].sin_family != AF_INET || av_append(av, &sa[i], &a) != 0) {
+		if (sa.sin_family != AF_INET || av_append(av, &sa, &a) != 0) {
 			char ip[INET_ADDRSTRLEN] = "?";
 
-			inet_ntop(AF_INET, &sa[i].sin_addr, ip, sizeof(ip));
+			inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
 			FDP_WARN(FI_LOG_AV, "fi_av_insert: %s family %d: not an IPv4 sockaddr\n",
-				 ip, sa[i].sin_family);
+				 ip, sa.sin_family);
 		} else {
 			done++;
 		}
@@ -191,13 +194,14 @@ static int av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr,
 static const char *av_straddr(struct fid_av *av_fid, const void *addr, char *buf,
 			      size_t *len)
 {
-	const struct sockaddr_in *sa = addr;
+	struct sockaddr_in sa;
 	char ip[INET_ADDRSTRLEN] = "?", tmp[64];
 	int n;
 
 	(void)av_fid;
-	inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof(ip));
-	n = snprintf(tmp, sizeof(tmp), "fi_sockaddr_in://%s:%u", ip, ntohs(sa->sin_port));
+	memcpy(&sa, addr, sizeof(sa)); /* may be unaligned */
+	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
+	n = snprintf(tmp, sizeof(tmp), "fi_sockaddr_in://%s:%u", ip, ntohs(sa.sin_port));
 	if (buf && *len)
 		snprintf(buf, *len, "%s", tmp);
 	*len = (size_t)n + 1;

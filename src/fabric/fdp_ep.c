@@ -309,11 +309,15 @@ static int cm_getname(fid_t fid, void *addr, size_t *addrlen)
 static int cm_setname(fid_t fid, void *addr, size_t addrlen)
 {
 	struct fdp_ep *ep = container_of(fid, struct fdp_ep, ep_fid.fid);
-	const struct sockaddr_in *sa = addr;
+	struct sockaddr_in sa_copy;
+	const struct sockaddr_in *sa = &sa_copy;
 	uint16_t port;
 	int ret;
 
-	if (addrlen < sizeof(*sa) || sa->sin_family != AF_INET)
+	if (!addr || addrlen < sizeof(sa_copy))
+		return -FI_EINVAL;
+	memcpy(&sa_copy, addr, sizeof(sa_copy)); /* may be unaligned */
+	if (sa->sin_family != AF_INET)
 		return -FI_EINVAL;
 	if (sa->sin_addr.s_addr != INADDR_ANY &&
 	    sa->sin_addr.s_addr != fdp_params.addr.s_addr)
