@@ -259,27 +259,37 @@ void fdp_port_put(struct fdp_port *port)
 	pthread_mutex_unlock(&port_mutex);
 }
 
+/* Run every enabled endpoint's progress hook (flush: its flush hook
+ * instead), each under its lock. */
+static void each_hook_ep(struct fdp_port *p, bool flush, uint64_t now)
+{
+	size_t i;
+
+	fdp_lock(&p->ep_lock);
+	for (i = 0; i < p->hook_count; i++) {
+		struct fdp_ep *ep = p->hook_eps[i];
+
+		fdp_lock(&ep->lock);
+		if (ep->enabled && ep->hooks) {
+			void (*fn)(struct fdp_ep *, uint64_t) =
+				flush ? ep->hooks->flush : ep->hooks->progress;
+
+			if (fn)
+				fn(ep, now);
+		}
+		fdp_unlock(&ep->lock);
+	}
+	fdp_unlock(&p->ep_lock);
+}
+
 /* The process exits with endpoints open: take the frames that arrived (a
  * last data frame is acked from here) and have every endpoint send what its
  * peers are owed, or their last sends would complete only when they declare
  * us unreachable. */
 static void flush_eps(struct fdp_port *p)
 {
-	uint64_t now;
-	size_t i;
-
 	fdp_port_progress(p);
-	now = fdp_now_ns();
-	fdp_lock(&p->ep_lock);
-	for (i = 0; i < p->hook_count; i++) {
-		struct fdp_ep *ep = p->hook_eps[i];
-
-		fdp_lock(&ep->lock);
-		if (ep->enabled && ep->hooks && ep->hooks->flush)
-			ep->hooks->flush(ep, now);
-		fdp_unlock(&ep->lock);
-	}
-	fdp_unlock(&p->ep_lock);
+	each_hook_ep(p, true, fdp_now_ns());
 }
 
 void fdp_port_shutdown(void)
@@ -794,8 +804,7 @@ static void rx_one(struct fdp_port *p, struct rte_mbuf *m)
  * on every empty poll. */
 static void run_hooks(struct fdp_port *p, bool received)
 {
-	uint64_t now, tsc;
-	size_t i;
+	uint64_t tsc;
 
 	if (atomic_load_explicit(&p->hook_count_hint, memory_order_relaxed) == 0)
 		return;
@@ -804,17 +813,7 @@ static void run_hooks(struct fdp_port *p, bool received)
 	    tsc - atomic_load_explicit(&p->hook_last_tsc, memory_order_relaxed) < p->hook_gap_tsc)
 		return;
 	atomic_store_explicit(&p->hook_last_tsc, tsc, memory_order_relaxed);
-	now = fdp_now_ns();
-	fdp_lock(&p->ep_lock);
-	for (i = 0; i < p->hook_count; i++) {
-		struct fdp_ep *ep = p->hook_eps[i];
-
-		fdp_lock(&ep->lock);
-		if (ep->enabled && ep->hooks && ep->hooks->progress)
-			ep->hooks->progress(ep, now);
-		fdp_unlock(&ep->lock);
-	}
-	fdp_unlock(&p->ep_lock);
+	each_hook_ep(p, false, fdp_now_ns());
 }
 
 int fdp_port_progress(struct fdp_port *p)

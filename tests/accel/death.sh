@@ -11,16 +11,6 @@ death_py="$top_srcdir/tests/accel/death.py"
 status=0
 ms() { date +%s%3N; }
 
-# wait_line FILE WORD: bounded (10 s) wait for a line
-wait_line() {
-	i=0
-	until grep -q "$2" "$1" 2>/dev/null; do
-		sleep 0.05
-		i=$((i + 1))
-		[ $i -lt 200 ] || return 1
-	done
-}
-
 one() { # provider, survivor side (server|client), wait kind
 	prov=$1 sside=$2 kind=$3
 	vside=client

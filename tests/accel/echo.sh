@@ -37,23 +37,5 @@ run_pair() { # provider, netns prefix ("" or "ip netns exec NS")
 
 run_pair tcp "" || status=1
 
-# shm inside a private network namespace, where only this test uses TCP.
-ns="fsk-accel-$$"
-if ip netns add "$ns" 2>/dev/null; then
-	trap 'ip netns del "$ns" 2>/dev/null; cleanup' EXIT
-	ip netns exec "$ns" ip link set lo up
-	segs() { ip netns exec "$ns" awk '/^Tcp:/ { if (h) print $12; h = 1 }' /proc/net/snmp; }
-	before=$(segs)
-	run_pair shm "ip netns exec $ns" || status=1
-	after=$(segs)
-	# besides the negotiation, the kernel connections carry only doorbells
-	# (one byte, and its ACK, each time a sleeping peer is woken)
-	bells=$(( $(counter "$tmp/cli.log" doorbells) + $(counter "$tmp/srv.log" doorbells) ))
-	limit=$((100 + 2 * bells))
-	echo "shm: kernel TCP OutSegs in the namespace grew by $((after - before)) for 2 x $size bytes ($bells doorbells; limit $limit)"
-	[ $((after - before)) -lt $limit ] || { echo "FAIL: the payload went through kernel TCP"; status=1; }
-else
-	echo "no permission for network namespaces: shm run without the segment check"
-	run_pair shm "" || status=1
-fi
+shm_in_netns "2 x $size" || status=1
 exit $status

@@ -21,12 +21,7 @@ switches() {
 
 # ready_pid FILE: the PID of the "ready PID" line, waited for (bounded, 10 s).
 ready_pid() {
-	i=0
-	until grep -q '^ready ' "$1" 2>/dev/null; do
-		sleep 0.05
-		i=$((i + 1))
-		[ $i -lt 200 ] || return 1
-	done
+	wait_line "$1" '^ready ' || return 1
 	sed -n 's/^ready //p' "$1" | head -n1
 }
 

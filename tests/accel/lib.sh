@@ -33,3 +33,39 @@ counter() {
 	v=$(grep -a "info: counter $2 = " "$1" | tail -n1 | sed 's/.* = //')
 	echo "${v:-0}"
 }
+
+# wait_line FILE WORD: bounded (10 s) wait for a line containing WORD.
+wait_line() {
+	i=0
+	until grep -q "$2" "$1" 2>/dev/null; do
+		sleep 0.05
+		i=$((i + 1))
+		[ $i -lt 200 ] || return 1
+	done
+}
+
+# shm_in_netns PAYLOAD_TEXT: `run_pair shm "ip netns exec NS"` (the caller's
+# function, logs in $tmp/cli.log and $tmp/srv.log) inside a private network
+# namespace where only this test uses TCP, then check that the kernel's TCP
+# segment counter grew by no more than the negotiation and the doorbells (one
+# byte, and its ACK, each time a sleeping peer is woken) need. Returns 1 on a
+# failure. Without permission for namespaces: the run alone.
+shm_in_netns() {
+	ns="fsk-accel-$$"
+	if ! ip netns add "$ns" 2>/dev/null; then
+		echo "no permission for network namespaces: shm run without the segment check"
+		run_pair shm ""
+		return
+	fi
+	trap 'ip netns del "$ns" 2>/dev/null; cleanup' EXIT
+	ip netns exec "$ns" ip link set lo up
+	before=$(ip netns exec "$ns" awk '/^Tcp:/ { if (h) print $12; h = 1 }' /proc/net/snmp)
+	rc=0
+	run_pair shm "ip netns exec $ns" || rc=1
+	after=$(ip netns exec "$ns" awk '/^Tcp:/ { if (h) print $12; h = 1 }' /proc/net/snmp)
+	bells=$(( $(counter "$tmp/cli.log" doorbells) + $(counter "$tmp/srv.log" doorbells) ))
+	limit=$((100 + 2 * bells))
+	echo "shm: kernel TCP OutSegs in the namespace grew by $((after - before)) for $1 bytes ($bells doorbells; limit $limit)"
+	[ $((after - before)) -lt $limit ] || { echo "FAIL: the payload went through kernel TCP"; rc=1; }
+	return $rc
+}
