@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "fabric/fdp.h"
+#include "fabric/fdp_eal.h"
 #include "fabric/fdp_proto.h"
 
 #include <arpa/inet.h>
@@ -236,6 +237,10 @@ int fdp_getinfo(uint32_t version, const char *node, const char *service,
 
 	(void)version;
 	*info = NULL;
+	if (fdp_eal_foreign()) {
+		FDP_INFO(FI_LOG_CORE, "a forked child cannot use its parent's DPDK port\n");
+		return -FI_ENODATA;
+	}
 	if (!fdp_params.device || !fdp_params.ip_ok) {
 		FDP_INFO(FI_LOG_CORE, "FI_DPDK_DEVICE and FI_DPDK_IP must be set\n");
 		return -FI_ENODATA;

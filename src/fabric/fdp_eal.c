@@ -33,6 +33,7 @@
 
 static pthread_mutex_t eal_mutex = PTHREAD_MUTEX_INITIALIZER;
 static int eal_state;          /* 0 not tried, 1 running, <0 -FI_E* of the failure */
+static pid_t eal_pid;          /* the process that started it */
 static bool eal_ours;          /* we called rte_eal_init (so we clean it up) */
 static uint16_t eal_port_id;
 static FILE *eal_log_stream;
@@ -364,10 +365,20 @@ int fdp_eal_start(void)
 	if (eal_state == 0) {
 		ret = eal_start_locked();
 		eal_state = ret ? ret : 1;
+		eal_pid = getpid();
 	}
 	ret = eal_state > 0 ? 0 : eal_state;
+	if (ret == 0 && getpid() != eal_pid) {
+		FDP_INFO(FI_LOG_CORE, "a forked child cannot use its parent's DPDK port\n");
+		ret = -FI_ENODEV;
+	}
 	pthread_mutex_unlock(&eal_mutex);
 	return ret;
+}
+
+bool fdp_eal_foreign(void)
+{
+	return __atomic_load_n(&eal_state, __ATOMIC_ACQUIRE) > 0 && getpid() != eal_pid;
 }
 
 uint16_t fdp_eal_port_id(void)
@@ -429,6 +440,8 @@ void fdp_eal_cleanup(void)
 	bool safe;
 	int ret;
 
+	if (fdp_eal_foreign())
+		return; /* the parent's DPDK: not ours to stop */
 	pthread_mutex_lock(&eal_mutex);
 	if (eal_state > 0) {
 		safe = eal_cleanup_safe(eal_port_id);

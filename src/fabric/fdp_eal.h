@@ -15,6 +15,11 @@ int fdp_eal_start(void) FDP_HIDDEN;
  * EAL (not with net_memif: a DPDK 22.11 bug, see fdp_eal.c). DPDK log
  * lines are dropped from then on. */
 void fdp_eal_cleanup(void) FDP_HIDDEN;
+/* True in a process forked from the one that started DPDK: the port, its
+ * queues and its shared memory are the parent's; a child must neither use
+ * them (getinfo and fabric fail, -FI_ENODATA / -FI_ENODEV) nor tear them
+ * down at its exit (cleanup does nothing). */
+bool fdp_eal_foreign(void) FDP_HIDDEN;
 /* Name of the port's mbuf pool (created by fdp_port.c, freed at cleanup). */
 void fdp_eal_pool_name(uint16_t port, char *out, size_t cap) FDP_HIDDEN;
 /* fdp_pool.c: create a pktmbuf pool of n mbufs (no per-lcore cache).

@@ -297,6 +297,8 @@ void fdp_port_shutdown(void)
 	struct fdp_port *p;
 	uint64_t now;
 
+	if (fdp_eal_foreign())
+		return; /* a forked child: the port, its thread and queues are the parent's */
 	pthread_mutex_lock(&port_mutex);
 	p = the_port;
 	the_port = NULL;

@@ -47,7 +47,33 @@ grep -q 'warn\|error' "$tmp/cli.log" "$tmp/srv.log" &&
 	{ echo "FAIL: warnings:"; grep -h 'warn\|error' "$tmp/cli.log" "$tmp/srv.log"; status=1; }
 [ -e "$sock" ] && { echo "FAIL: memif socket $sock left behind"; status=1; }
 
-# 2. a device that does not exist: one line, the streams use the kernel
+# 2. a client that forks: the child never touches the parent's port (its
+# connection uses the kernel), exits through exit(), and the parent goes on on
+# dpdk (dpdk_fork.py)
+port=$(free_port)
+rm -f "$tmp/srv.out"
+env FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info timeout 90 \
+	"$launcher" --dpdk "net_memif0,role=server,socket=$sock" --ip 198.18.0.1/24 --provider dpdk -- \
+	"$python" "$streams_py" server "$port" 3 >"$tmp/srv.out" 2>"$tmp/srv.log" &
+spid=$!
+pids="$pids $spid"
+if wait_ready "$tmp/srv.out"; then
+	env FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info timeout 90 \
+		"$launcher" --dpdk "net_memif0,role=client,socket=$sock" --ip 198.18.0.2/24 --provider dpdk -- \
+		"$python" "$top_srcdir/tests/accel/dpdk_fork.py" "$port" >"$tmp/cli.out" 2>"$tmp/cli.log"
+	crc=$?
+	wait $spid
+	src=$?
+	cat "$tmp/cli.out"
+	n=$(counter "$tmp/srv.log" conn_accel_dpdk)
+	echo "fork: client $crc, server $src, server connections over dpdk: $n (A and C; B from the child on the kernel)"
+	[ $crc -eq 0 ] && [ $src -eq 0 ] && [ "$n" -eq 2 ] ||
+		{ echo "FAIL: fork on dpdk"; grep -v 'info: counter' "$tmp/cli.log" | tail -n 8; status=1; }
+else
+	echo "FAIL: fork: server did not start"; status=1
+fi
+
+# 3. a device that does not exist: one line, the streams use the kernel
 conns=4
 run net_bogus0 net_bogus0 || status=1
 for side in cli srv; do

@@ -7,7 +7,8 @@ EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py te
 	tests/accel/nego.sh tests/accel/nego.py tests/accel/many.sh tests/accel/many10k.sh \
 	tests/accel/fork.sh tests/accel/fork.py tests/accel/redis_bgsave.sh tests/accel/redis_load.py \
 	tests/accel/bulk.sh tests/accel/bulk.py tests/accel/death.sh tests/accel/death.py \
-	tests/accel/dpdk_memif.sh tests/accel/streams.py tests/accel/idle.sh tests/accel/idle.py \
+	tests/accel/dpdk_memif.sh tests/accel/streams.py tests/accel/dpdk_fork.py \
+	tests/accel/idle.sh tests/accel/idle.py \
 	tests/accel/netns_dpdk.sh tests/lib/netns.sh tests/accel/sizes.sh
 
 # many: N concurrent connections through one epoll echo server, byte-checked.
