@@ -27,7 +27,6 @@
 #define CLOSE_DRAIN_NS 1000000000ull /* room for a control message: at most this */
 #define LINGER_DEFAULT_NS 10000000000ull /* sends in flight at close: 10 s at most */
 #define PEER_GONE_GRACE_NS 200000000ull  /* ... 0.2 s once the peer hung up */
-#define RX_SKIP_MAX 8                /* see recv_loop */
 #define HUP_GRACE_NS 500000000ull   /* kernel EOF before FIN: wait this for the FIN (a
 				     * loaded machine may not run the progress that takes
 				     * it for tens of ms; a dead peer is still seen < 1 s) */
@@ -1113,13 +1112,7 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 	uint8_t *dst = buf;
 	size_t got = 0;
 	for (;;) {
-		/* Bytes already buffered are served without driving the provider
-		 * first (its progress takes a lock the sender contends for on shm);
-		 * every RX_SKIP_MAX-th receive progresses anyway, so that credits,
-		 * urgent marks and resets behind the buffered bytes are not late. */
-		if (__atomic_load_n(&conn->ring_count, __ATOMIC_RELAXED) == 0 ||
-		    __atomic_add_fetch(&conn->rx_skips, 1, __ATOMIC_RELAXED) % RX_SKIP_MAX == 0)
-			progress(conn);
+		progress(conn);
 		pthread_mutex_lock(&conn->lock);
 		if (conn->reset) {
 			bool first = !conn->reset_reported;

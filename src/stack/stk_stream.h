@@ -138,8 +138,6 @@ struct stk_conn {
 	size_t ring_size;
 	size_t ring_head;         /* next byte the app reads */
 	size_t ring_count;        /* bytes buffered */
-	unsigned rx_skips;        /* receives served from the ring without progress
-				   * (atomic, a hint: see recv_loop) */
 	uint64_t credit_owed;     /* consumed bytes not yet granted back */
 	bool fin_rcvd;            /* EOF after the buffered data */
 	bool peer_closed;         /* peer closed completely: sends get EPIPE */
