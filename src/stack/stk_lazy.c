@@ -166,6 +166,15 @@ static void io_fallback(struct stk_lazy *l, int err)
 	to_kernel(l);
 }
 
+/* A stk_nego_peek result that says the kernel connection failed (end of
+ * stream, an error), as opposed to a record, a foreign or malformed one, or
+ * nothing yet. */
+static bool kernel_failed(int r)
+{
+	return r == -ECONNRESET ||
+	       (r < 0 && r != -EAGAIN && r != -EPROTO && r != -EPROTONOSUPPORT && r != -EBADMSG);
+}
+
 static void send_or_fail(struct stk_lazy *l, const struct stk_nego_msg *msg)
 {
 	int ret = stk_nego_send_now(l->conn->fd, msg);
@@ -228,8 +237,7 @@ static int client_verdict(struct stk_lazy *l, uint8_t want, const char *what,
 	if (r == 0 && msg.type == STK_NEGO_CANCEL) {
 		stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd, "%s (status %u)",
 				   cancel_why, msg.status);
-	} else if (r == -ECONNRESET || (r < 0 && r != -EPROTO && r != -EBADMSG &&
-					r != -EPROTONOSUPPORT)) {
+	} else if (kernel_failed(r)) {
 		io_fallback(l, r);
 		return 0;
 	} else {
@@ -327,8 +335,7 @@ static bool step(struct stk_lazy *l, enum driver by)
 		r = stk_nego_peek(conn->fd, &msg, &len);
 		if (r == -EAGAIN)
 			return false;
-		if (r == -ECONNRESET || (r < 0 && r != -EPROTO && r != -EPROTONOSUPPORT &&
-					 r != -EBADMSG)) {
+		if (kernel_failed(r)) {
 			io_fallback(l, r);
 			return true;
 		}
@@ -390,8 +397,7 @@ static bool step(struct stk_lazy *l, enum driver by)
 		r = stk_nego_peek(conn->fd, &msg, &len);
 		if (r == -EAGAIN)
 			return false;
-		if (r == -ECONNRESET || (r < 0 && r != -EPROTO && r != -EPROTONOSUPPORT &&
-					 r != -EBADMSG)) {
+		if (kernel_failed(r)) {
 			io_fallback(l, r);
 			return true;
 		}
