@@ -1,21 +1,29 @@
 #!/bin/sh
-# Kernel TCP vs libfabsock-accelerated TCP (FABSOCK_TCP_ACCEL=1) with sockperf,
-# in the same run: ping-pong 64 B one-way latency (median, p99) and throughput
+# Kernel TCP vs libfabsock-accelerated TCP with sockperf, in the same run:
+# ping-pong 64 B one-way latency (median, p99) and throughput
 # (64 B message rate, 16 KiB bandwidth); then, when redis is installed,
 # redis-benchmark GET with 50 connections (requests/s, and how many of the
 # benchmark's connections were accelerated: the rest fell back, reason shown).
 # Rounds alternate the paths so the machine's load hits all alike; the tables
 # report medians over rounds.
 #
+# Paths: kernel, and per provider both ends launched on it: shm, tcp, or dpdk
+# (our provider; the two processes joined by a net_memif pair, launched with
+# fabsock --dpdk). With 2 CPUs or more, server and client are pinned to CPUs 0
+# and 1 (as sockperf's guide advises; PIN=0: not pinned).
+#
 # usage: bench/accel.sh [BUILDDIR]   environment: ROUNDS (default 3), SECS (3),
-#        PROVIDERS (space list, default "shm tcp"), REDIS_N (GET requests per
-#        run, default 100000; 0 skips redis)
+#        PROVIDERS (space list, default "shm dpdk tcp"), REDIS_N (GET requests
+#        per run, default 100000; 0 skips redis), PIN (1)
 set -u
 b=$(cd "${1:-${top_builddir:-build}}" && pwd) || exit 2
 launcher="$b/tools/fabsock"
 rounds=${ROUNDS:-3}
 secs=${SECS:-3}
-providers=${PROVIDERS:-shm tcp}
+providers=${PROVIDERS:-shm dpdk tcp}
+pin=
+[ "${PIN:-1}" = 1 ] && [ "$(nproc 2>/dev/null || echo 1)" -ge 2 ] && command -v taskset >/dev/null &&
+	pin=1
 command -v sockperf >/dev/null || { echo "bench/accel.sh: sockperf missing" >&2; exit 2; }
 [ -x "$launcher" ] || { echo "bench/accel.sh: $launcher not built" >&2; exit 2; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsk-accel-bench.XXXXXX")
@@ -24,38 +32,52 @@ spid=
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# wrap PATH ROLE: the command prefix that runs a ROLE (server | client) on PATH.
+wrap() {
+	w=
+	if [ -n "$pin" ]; then
+		if [ "$2" = server ]; then w="taskset -c 0"; else w="taskset -c 1"; fi
+	fi
+	case $1 in
+	kernel) ;;
+	dpdk)
+		if [ "$2" = server ]; then ip=198.18.0.1; else ip=198.18.0.2; fi
+		w="$w env FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info $launcher --dpdk net_memif0,role=$2,socket=$tmp/memif.sock --ip $ip/24 --" ;;
+	*) w="$w env FABSOCK_PROVIDERS=$1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info $launcher --" ;;
+	esac
+	echo "$w"
+}
+
 # run PATH MODE: one sockperf client run against a fresh server, both on PATH
 # (kernel | shm | tcp); prints "PATH MODE value..." lines into $tmp/results.
 run() {
 	path=$1
 	mode=$2
 	p=$(port)
-	if [ "$path" = kernel ]; then
-		wrap=""
-	else
-		wrap="env FABSOCK_TCP_ACCEL=1 FABSOCK_PROVIDERS=$path FABSOCK_NEGO_WAIT_MS=200 FABSOCK_LOG=info $launcher --"
-	fi
-	$wrap timeout $((secs + 20)) sockperf server --tcp -i 127.0.0.1 -p "$p" >"$tmp/srv" 2>&1 &
+	sw=$(wrap "$path" server)
+	cw=$(wrap "$path" client)
+	$sw timeout $((secs + 20)) sockperf server --tcp -i 127.0.0.1 -p "$p" >"$tmp/srv" 2>&1 &
 	spid=$!
 	sleep 1
 	case $mode in
-	pp) $wrap timeout $((secs + 20)) sockperf ping-pong --tcp -i 127.0.0.1 -p "$p" -t "$secs" \
+	pp) $cw timeout $((secs + 20)) sockperf ping-pong --tcp -i 127.0.0.1 -p "$p" -t "$secs" \
 		-m 64 >"$tmp/cli" 2>&1 ;;
-	tp64) $wrap timeout $((secs + 20)) sockperf throughput --tcp -i 127.0.0.1 -p "$p" \
+	tp64) $cw timeout $((secs + 20)) sockperf throughput --tcp -i 127.0.0.1 -p "$p" \
 		-t "$secs" -m 64 >"$tmp/cli" 2>&1 ;;
-	tp16k) $wrap timeout $((secs + 20)) sockperf throughput --tcp -i 127.0.0.1 -p "$p" \
+	tp16k) $cw timeout $((secs + 20)) sockperf throughput --tcp -i 127.0.0.1 -p "$p" \
 		-t "$secs" -m 16384 >"$tmp/cli" 2>&1 ;;
 	esac
 	kill "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
-	accel=$(grep -a -c "info: counter accelerated = " "$tmp/cli")
+	# counted only when the client's counters say it went over that provider
+	accel=$(grep -a "info: counter conn_accel_$path = " "$tmp/cli" | sed 's/.* = //')
 	case $mode in
 	pp) v1=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$tmp/cli")
 	    v2=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$tmp/cli") ;;
 	tp64|tp16k) v1=$(sed -n 's/.*Message Rate is \([0-9]*\).*/\1/p' "$tmp/cli")
 	    v2=$(sed -n 's/.*BandWidth is \([0-9.]*\) MBps.*/\1/p' "$tmp/cli") ;;
 	esac
-	[ "$path" = kernel ] || [ "$accel" -gt 0 ] || v1="fallback"
+	[ "$path" = kernel ] || [ "${accel:-0}" -gt 0 ] || v1="fallback"
 	echo "$path $mode ${v1:-fail} ${v2:-fail}" >>"$tmp/results"
 }
 
@@ -64,19 +86,16 @@ run() {
 redis() {
 	path=$1
 	p=$(port)
-	wrap=""
-	[ "$path" = kernel ] ||
-		wrap="env FABSOCK_TCP_ACCEL=1 FABSOCK_PROVIDERS=$path FABSOCK_NEGO_WAIT_MS=200 FABSOCK_LOG=info $launcher --"
-	$wrap timeout 120 redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
+	$(wrap "$path" server) timeout 120 redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
 		--daemonize no --logfile /dev/null >/dev/null 2>&1 &
 	spid=$!
 	sleep 1
-	$wrap timeout 100 redis-benchmark -p "$p" -c 50 -n "$redis_n" -t get -q \
+	$(wrap "$path" client) timeout 100 redis-benchmark -p "$p" -c 50 -n "$redis_n" -t get -q \
 		>"$tmp/rb.out" 2>"$tmp/rb.log"
 	kill "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
 	rps=$(tr '\r' '\n' <"$tmp/rb.out" | sed -n 's/^GET: \([0-9.]*\) requests per second.*/\1/p' | tail -n 1)
-	acc=$(grep -a "info: counter accelerated = " "$tmp/rb.log" | sed 's/.* = //')
+	acc=$(grep -a "info: counter conn_accel_$path = " "$tmp/rb.log" | sed 's/.* = //')
 	conns=$(grep -a "info: counter accel_requested = " "$tmp/rb.log" | sed 's/.* = //')
 	why=$(grep -a -o 'stays on the kernel: [^(]*' "$tmp/rb.log" | head -n 1 | sed 's/stays on the kernel: //; s/ *$//; s/ /_/g')
 	echo "$path ${rps:-fail} ${acc:-0} ${conns:-0} ${why:--}" >>"$tmp/redis"

@@ -6,6 +6,7 @@
 #include "config.h"
 #include "preload/pl_wrap.h"
 #include "stack/stk_accel.h"
+#include "stack/stk_cork.h"
 #include "stack/stk_epoll.h"
 #include "stack/stk_ready.h"
 #include "stack/stk_stream.h"
@@ -240,6 +241,7 @@ static inline int real_wait_done(int epfd, struct epoll_event *evs, int n, int m
 
 PL_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 {
+	stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1))
 		return real_wait_done(epfd, evs, PL_REAL(epoll_wait)(epfd, evs, max, timeout), max,
@@ -250,6 +252,7 @@ PL_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout
 PL_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout,
 			  const sigset_t *mask)
 {
+	stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1))
 		return real_wait_done(epfd, evs, PL_REAL(epoll_pwait)(epfd, evs, max, timeout, mask),
@@ -260,6 +263,7 @@ PL_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeou
 PL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
 			   const struct timespec *timeout, const sigset_t *mask)
 {
+	stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1)) {
 		int n = PL_REAL(epoll_pwait2)(epfd, evs, max, timeout, mask);

@@ -13,6 +13,7 @@ src_stack_libstk_la_CFLAGS = $(AM_CFLAGS) -fPIC
 src_stack_libstk_la_SOURCES += \
 	src/stack/stk_accel.c src/stack/stk_accel.h \
 	src/stack/stk_conn.c src/stack/stk_conn.h \
+	src/stack/stk_cork.c src/stack/stk_cork.h \
 	src/stack/stk_fab.c src/stack/stk_fab.h \
 	src/stack/stk_fi.c src/stack/stk_fi.h \
 	src/stack/stk_lazy.c src/stack/stk_lazy.h \

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "stack/stk_epoll.h"
 #include "stack/stk_config.h"
+#include "stack/stk_cork.h"
 #include "stack/stk_log.h"
 #include "stack/stk_ready.h"
 #include "stack/stk_stream.h"
@@ -943,6 +944,7 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 	uint64_t spin_end = 0;
 	bool priv_fresh = false;
 	int ret;
+	stk_cork_before_wait();
 	for (;;) {
 		unsigned appends = __atomic_load_n(&ep->appends, __ATOMIC_SEQ_CST);
 		int n = collect(ep, evs, max, priv_fresh);

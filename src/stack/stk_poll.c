@@ -3,6 +3,7 @@
 #include "config.h"
 #include "stack/stk_ready.h"
 #include "stack/stk_config.h"
+#include "stack/stk_cork.h"
 #include "stack/stk_stream.h"
 
 #include <errno.h>
@@ -216,6 +217,7 @@ static int poll_deadline(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 	struct pollfd small_k[STACK_FDS + STK_READY_FAB_MAX];
 	struct stk_conn **conns = small_conns;
 	struct pollfd *k = small_k;
+	stk_cork_before_wait();
 	if (nfds > STACK_FDS) {
 		if (nfds > (1u << 20))
 			return -EINVAL;
@@ -261,6 +263,7 @@ static int select_core(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 		return -EINVAL;
 	if (nfds > FD_SETSIZE)
 		nfds = FD_SETSIZE;
+	stk_cork_before_wait();
 	uint64_t deadline = stk_ready_deadline_ts(timeout);
 	*deadline_out = deadline;
 	struct pollfd small[STACK_FDS];

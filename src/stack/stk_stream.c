@@ -1,6 +1,7 @@
 #include "config.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_config.h"
+#include "stack/stk_cork.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_fab.h"
 #include "stack/stk_lazy.h"
@@ -229,6 +230,7 @@ static void free_conn(struct stk_conn *conn)
 	if (conn->left_fd >= 0)
 		stk_sys.close(conn->left_fd);
 	pthread_mutex_destroy(&conn->lock);
+	free(conn->cork);
 	free(conn->ring);
 	free(conn);
 }
@@ -252,6 +254,9 @@ void stk_conn_destroy(struct stk_conn *conn)
 	} else {
 		stk_fab_foreach_open(quiesce_one, NULL);
 	}
+	stk_cork_barrier(); /* a flusher may hold it */
+	if (conn->cork_len)
+		stk_cork_unmark(conn->slot); /* unsent: the conn was reset */
 	free_conn(conn);
 }
 
@@ -380,6 +385,7 @@ static ssize_t recv_oob(struct stk_conn *conn, void *buf, size_t len, int flags)
 
 static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field,
 		       const void *payload, size_t plen, bool tracked);
+static int cork_flush_locked(struct stk_conn *conn);
 static void migrated_locked(struct stk_conn *conn);
 static void changed(struct stk_conn *conn);
 
@@ -745,11 +751,10 @@ void stk_conn_sleepers_add(struct stk_conn *conn, int n)
 	__atomic_add_fetch(&conn->sleepers, n, __ATOMIC_SEQ_CST);
 }
 
-/* Post one message (lock held). payload may be NULL when plen is 0. With
- * tracked, a registered buffer is always used and counted in tx_outstanding so
- * close can wait for it to leave. Returns 0 or -EAGAIN/-errno. */
-static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field,
-		       const void *payload, size_t plen, bool tracked)
+/* Post one message as it is (lock held): post_locked without the staged
+ * bytes' check. */
+static int post_raw_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field,
+			   const void *payload, size_t plen, bool tracked)
 {
 	struct stk_fab *fab = conn->fab;
 	/* SLEEP and BELL never wake the peer (no ring ping-pong between two
@@ -807,6 +812,95 @@ static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field
 		if (__builtin_expect(conn->sleep_announced, 0))
 			announce_again_locked(conn);
 	}
+	return 0;
+}
+
+/* Post one message (lock held), after the staged bytes (stk_cork.h: they
+ * were sent before it). payload may be NULL when plen is 0. With tracked, a
+ * registered buffer is always used and counted in tx_outstanding so close can
+ * wait for it to leave. Returns 0 or -EAGAIN/-errno. */
+static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field,
+		       const void *payload, size_t plen, bool tracked)
+{
+	if (__builtin_expect(conn->cork_len != 0, 0)) {
+		int ret = cork_flush_locked(conn);
+		if (ret)
+			return ret;
+	}
+	return post_raw_locked(conn, flags, len_field, payload, plen, tracked);
+}
+
+/* ---- coalesced small sends (stk_cork.h) ---- */
+
+/* The staged bytes leave as one DATA message (lock held); a reset conn has
+ * nothing more to send. */
+static int cork_flush_locked(struct stk_conn *conn)
+{
+	if (!conn->reset) {
+		int ret = post_raw_locked(conn, STK_MSG_DATA, conn->cork_len, conn->cork,
+					  conn->cork_len, false);
+		if (ret)
+			return ret;
+	}
+	conn->cork_len = 0;
+	stk_cork_unmark(conn->slot);
+	return 0;
+}
+
+void stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than)
+{
+	pthread_mutex_lock(&conn->lock);
+	if (conn->cork_len && (!older_than || conn->cork_since <= older_than))
+		cork_flush_locked(conn);
+	pthread_mutex_unlock(&conn->lock);
+}
+
+/* Send the staged bytes, waiting (bounded) for provider room: at exit. */
+static void cork_drain(struct stk_conn *conn)
+{
+	uint64_t deadline = now_ns() + CLOSE_DRAIN_NS;
+	for (;;) {
+		pthread_mutex_lock(&conn->lock);
+		int ret = conn->cork_len ? cork_flush_locked(conn) : 0;
+		pthread_mutex_unlock(&conn->lock);
+		if (ret != -EAGAIN || now_ns() > deadline)
+			return;
+		progress(conn);
+		cpu_relax();
+	}
+}
+
+/* Whether a send of len bytes is staged (lock held; stk_cork.h, "When"). Every
+ * send call comes here once: it times the run of sends. */
+static bool cork_wanted_locked(struct stk_conn *conn, size_t len, int flags, uint64_t now)
+{
+	bool burst = conn->tx_run && now - conn->last_send_ns < STK_CORK_BURST_NS;
+	conn->tx_run = true;
+	conn->last_send_ns = now;
+	return (burst || (flags & MSG_MORE)) && len > 0 && len <= STK_CORK_SMALL &&
+	       !(flags & MSG_OOB) && len <= conn->tx_credits;
+}
+
+/* Stage len bytes (lock held; cork_wanted_locked said so): a full stage leaves
+ * first. Returns 0, -EAGAIN (provider full) or -ENOMEM (not staged: post). */
+static int cork_append_locked(struct stk_conn *conn, const void *src, size_t len, uint64_t now)
+{
+	if (__builtin_expect(!conn->cork, 0) && !(conn->cork = malloc(STK_CORK_BYTES)))
+		return -ENOMEM;
+	if (conn->cork_len + len > STK_CORK_BYTES) {
+		int ret = cork_flush_locked(conn);
+		if (ret)
+			return ret;
+	}
+	if (conn->cork_len == 0) {
+		conn->cork_since = now;
+		stk_cork_mark(conn->slot);
+	}
+	memcpy(conn->cork + conn->cork_len, src, len);
+	conn->cork_len += (uint32_t)len;
+	conn->tx_credits -= len;
+	conn->bytes_tx += len;
+	conn->tx_starved = false;
 	return 0;
 }
 
@@ -1024,7 +1118,15 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 		} else if (conn->fin_sent || conn->peer_closed) {
 			err = -EPIPE;
 		} else {
-			while (sent < len && conn->tx_credits > 0) {
+			uint64_t now = now_ns();
+			if (sent == 0 && cork_wanted_locked(conn, len, flags, now)) {
+				int ret = cork_append_locked(conn, src, len, now);
+				if (ret == 0)
+					sent = len;
+				else if (ret != -EAGAIN && ret != -ENOMEM)
+					err = ret;
+			}
+			while (sent < len && conn->tx_credits > 0 && !err) {
 				size_t chunk = len - sent;
 				if (chunk > conn->tx_credits)
 					chunk = (size_t)conn->tx_credits;
@@ -1114,6 +1216,9 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 	for (;;) {
 		progress(conn);
 		pthread_mutex_lock(&conn->lock);
+		conn->tx_run = false; /* a receive between sends: not a streaming sender */
+		if (__builtin_expect(conn->cork_len != 0, 0))
+			cork_flush_locked(conn); /* the peer may wait for them to answer */
 		if (conn->reset) {
 			bool first = !conn->reset_reported;
 			conn->reset_reported = true;
@@ -1497,6 +1602,7 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 		     const sigset_t *sleep_mask, bool (*until)(struct stk_conn *))
 {
 	events |= POLLERR | POLLHUP;
+	stk_cork_before_wait();
 	uint64_t start = now_ns();
 	uint64_t spin_end = start + (uint64_t)stk_cfg.spin_us * 1000ull;
 	uint64_t backoff = SLEEP_MIN_NS;
@@ -1637,8 +1743,10 @@ static void drain_all_at_exit(void)
 {
 	for (unsigned slot = 0; slot < STK_CONN_MAX; slot++) {
 		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
-		if (conn && conn->fab)
+		if (conn && conn->fab) {
+			cork_drain(conn);
 			drain_sends(conn);
+		}
 	}
 }
 
@@ -1759,8 +1867,10 @@ void stk_conn_atfork_child(void)
 		conn->bell_owed = BELL_OWED_NONE;
 		conn->peer_sleeping = false;
 		conn->tx_outstanding = 0;
+		conn->cork_len = 0; /* the parent's to send */
 		conn->bytes_tx = conn->bytes_rx = conn->msgs_tx = conn->msgs_rx = 0;
 	}
+	stk_cork_atfork_child();
 	replies_pending = 0;
 	answering = 0;
 	pthread_mutex_init(&table_lock, NULL);

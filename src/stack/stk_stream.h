@@ -183,6 +183,13 @@ struct stk_conn {
 	uint16_t bells_seen;      /* the peer's count from its latest message */
 	uint16_t bells_rx;        /* doorbell bytes we consumed */
 
+	/* coalesced small sends (stk_cork.h); protected by lock */
+	uint8_t *cork;            /* STK_CORK_BYTES, allocated at the first use */
+	uint32_t cork_len;        /* bytes staged (credit already taken) */
+	bool tx_run;              /* sent since our last receive on the conn */
+	uint64_t last_send_ns;    /* time of the latest send call */
+	uint64_t cork_since;      /* when the staged bytes began */
+
 	/* statistics, folded into the process counters at close; protected by lock */
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
 };
@@ -309,6 +316,9 @@ void stk_conn_progress(struct stk_conn *conn);
 void stk_conn_table_hold(void);
 void stk_conn_table_release(void);
 struct stk_conn *stk_conn_at(uint32_t slot);
+/* stk_cork.h: send conn's staged bytes if they were staged before older_than
+ * (0: whenever); a full provider leaves them for the next trigger. */
+void stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than);
 /* fork support: lock the table and every connection (prepare), unlock (parent),
  * or re-initialise the locks and forget the parent's fabric state (child). */
 void stk_conn_atfork_prepare(void);

@@ -1,0 +1,138 @@
+#include "config.h"
+#include "stack/stk_cork.h"
+#include "stack/stk_log.h"
+#include "stack/stk_stream.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WORDS (STK_CONN_MAX / 64)
+
+uint32_t stk_cork_count;
+static uint64_t bits[WORDS];               /* atomic */
+static pthread_mutex_t cork_lock = PTHREAD_MUTEX_INITIALIZER;
+static int flusher_state;                  /* atomic: FLUSHER_* */
+static int flusher_waiting;                /* atomic: asleep on stk_cork_count */
+
+enum { FLUSHER_NONE, FLUSHER_STARTING, FLUSHER_RUNNING, FLUSHER_FAILED };
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void futex_op(uint32_t *word, int op, uint32_t val)
+{
+	syscall(SYS_futex, word, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
+}
+
+void stk_cork_flush(uint64_t older_than)
+{
+	pthread_mutex_lock(&cork_lock);
+	for (unsigned w = 0; w < WORDS; w++) {
+		uint64_t set = __atomic_load_n(&bits[w], __ATOMIC_ACQUIRE);
+		while (set) {
+			unsigned b = (unsigned)__builtin_ctzll(set);
+			set &= set - 1;
+			struct stk_conn *conn = stk_conn_at(w * 64 + b);
+			if (conn)
+				stk_conn_cork_flush(conn, older_than);
+		}
+		if (!__atomic_load_n(&stk_cork_count, __ATOMIC_RELAXED))
+			break;
+	}
+	pthread_mutex_unlock(&cork_lock);
+}
+
+/* Sleeps in the kernel while nothing is staged; else ticks every half of
+ * STK_CORK_MAX_NS and sends what has waited that long (the app's own triggers
+ * usually came first: a streaming sender's stage fills in microseconds). */
+static void *flusher(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_TIMERSLACK, 1000UL); /* the tick is tens of µs: no 50 µs slack */
+	for (;;) {
+		if (__atomic_load_n(&stk_cork_count, __ATOMIC_SEQ_CST) == 0) {
+			__atomic_store_n(&flusher_waiting, 1, __ATOMIC_SEQ_CST);
+			/* Dekker with stk_cork_mark: it counts then reads waiting */
+			if (__atomic_load_n(&stk_cork_count, __ATOMIC_SEQ_CST) == 0)
+				futex_op(&stk_cork_count, FUTEX_WAIT, 0);
+			__atomic_store_n(&flusher_waiting, 0, __ATOMIC_SEQ_CST);
+			continue;
+		}
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)(STK_CORK_MAX_NS / 2) };
+		clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+		uint64_t now = now_ns();
+		stk_cork_flush(now - STK_CORK_MAX_NS / 2);
+	}
+	return NULL;
+}
+
+static void start_flusher(void)
+{
+	int none = FLUSHER_NONE;
+	if (!__atomic_compare_exchange_n(&flusher_state, &none, FLUSHER_STARTING, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old); /* the app's signals are not for us */
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	pthread_t tid;
+	int ret = pthread_create(&tid, &attr, flusher, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		/* the app's own triggers still apply; only the time bound is lost */
+		FSK_WARN("cork: no flusher thread (%s): coalesced sends leave at the "
+			 "process's next socket call", strerror(ret));
+		__atomic_store_n(&flusher_state, FLUSHER_FAILED, __ATOMIC_RELEASE);
+		return;
+	}
+	__atomic_store_n(&flusher_state, FLUSHER_RUNNING, __ATOMIC_RELEASE);
+}
+
+void stk_cork_mark(uint32_t slot)
+{
+	__atomic_fetch_or(&bits[slot / 64], 1ull << (slot % 64), __ATOMIC_RELEASE);
+	if (__atomic_fetch_add(&stk_cork_count, 1, __ATOMIC_SEQ_CST) == 0 &&
+	    __atomic_load_n(&flusher_waiting, __ATOMIC_SEQ_CST))
+		futex_op(&stk_cork_count, FUTEX_WAKE, 1);
+	if (__builtin_expect(__atomic_load_n(&flusher_state, __ATOMIC_RELAXED) == FLUSHER_NONE, 0))
+		start_flusher();
+}
+
+void stk_cork_unmark(uint32_t slot)
+{
+	__atomic_fetch_and(&bits[slot / 64], ~(1ull << (slot % 64)), __ATOMIC_RELEASE);
+	__atomic_fetch_sub(&stk_cork_count, 1, __ATOMIC_RELEASE);
+}
+
+void stk_cork_barrier(void)
+{
+	pthread_mutex_lock(&cork_lock);
+	pthread_mutex_unlock(&cork_lock);
+}
+
+void stk_cork_atfork_child(void)
+{
+	pthread_mutex_init(&cork_lock, NULL);
+	for (unsigned w = 0; w < WORDS; w++)
+		bits[w] = 0;
+	stk_cork_count = 0;
+	flusher_waiting = 0;
+	flusher_state = FLUSHER_NONE;
+}
