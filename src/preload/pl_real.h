@@ -58,6 +58,7 @@
 	X(ssize_t, write, (int fd, const void *buf, size_t len), (fd, buf, len)) \
 	X(ssize_t, writev, (int fd, const struct iovec *iov, int iovcnt), (fd, iov, iovcnt)) \
 	X(FILE *, fdopen, (int fd, const char *mode), (fd, mode)) \
+	X(void, _exit, (int status), (status)) \
 	X(ssize_t, recv, (int fd, void *buf, size_t len, int flags), (fd, buf, len, flags)) \
 	X(ssize_t, recvfrom, (int fd, void *buf, size_t len, int flags, __SOCKADDR_ARG addr, \
 			      socklen_t *alen), (fd, buf, len, flags, addr, alen)) \

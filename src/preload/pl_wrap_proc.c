@@ -13,6 +13,7 @@
 #include "config.h"
 #include "preload/pl_wrap.h"
 #include "stack/stk_accel.h"
+#include "stack/stk_stream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -167,6 +168,16 @@ static void inherit_undo(struct inherit *in)
 	}
 	free(in->saved);
 	errno = saved_errno;
+}
+
+/* _exit skips atexit: the connections still end as at exit (stk_conn_end_all:
+ * what was sent, then FIN, as the kernel's close of the process's sockets). */
+PL_EXPORT void _exit(int status)
+{
+	if (any_accel() && !pl_guarded())
+		stk_conn_end_all();
+	PL_REAL(_exit)(status);
+	__builtin_unreachable();
 }
 
 PL_EXPORT pid_t fork(void)

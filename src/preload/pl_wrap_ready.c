@@ -241,7 +241,8 @@ static inline int real_wait_done(int epfd, struct epoll_event *evs, int n, int m
 
 PL_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 {
-	stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
+	if (!pl_guarded()) /* not a provider's own epoll inside our call into it */
+		stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1))
 		return real_wait_done(epfd, evs, PL_REAL(epoll_wait)(epfd, evs, max, timeout), max,
@@ -252,7 +253,8 @@ PL_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout
 PL_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout,
 			  const sigset_t *mask)
 {
-	stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
+	if (!pl_guarded()) /* not a provider's own epoll inside our call into it */
+		stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1))
 		return real_wait_done(epfd, evs, PL_REAL(epoll_pwait)(epfd, evs, max, timeout, mask),
@@ -263,7 +265,8 @@ PL_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeou
 PL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
 			   const struct timespec *timeout, const sigset_t *mask)
 {
-	stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
+	if (!pl_guarded()) /* not a provider's own epoll inside our call into it */
+		stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1)) {
 		int n = PL_REAL(epoll_pwait2)(epfd, evs, max, timeout, mask);

@@ -42,12 +42,11 @@
  * table_lock; a slot is reused only after stk_fab_quiesce(). */
 static struct stk_conn *conn_table[STK_CONN_MAX];
 
-static void drain_all_at_exit(void);
 static void live_stats(uint64_t out[STK_C_COUNT]);
 
 static void register_exit_drain(void)
 {
-	atexit(drain_all_at_exit);
+	atexit(stk_conn_end_all);
 	stk_counters_set_live(live_stats);
 }
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -850,24 +849,14 @@ static int cork_flush_locked(struct stk_conn *conn)
 void stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than)
 {
 	pthread_mutex_lock(&conn->lock);
-	if (conn->cork_len && (!older_than || conn->cork_since <= older_than))
-		cork_flush_locked(conn);
+	bool posted = conn->cork_len && (!older_than || conn->cork_since <= older_than) &&
+		      cork_flush_locked(conn) == 0;
 	pthread_mutex_unlock(&conn->lock);
-}
-
-/* Send the staged bytes, waiting (bounded) for provider room: at exit. */
-static void cork_drain(struct stk_conn *conn)
-{
-	uint64_t deadline = now_ns() + CLOSE_DRAIN_NS;
-	for (;;) {
-		pthread_mutex_lock(&conn->lock);
-		int ret = conn->cork_len ? cork_flush_locked(conn) : 0;
-		pthread_mutex_unlock(&conn->lock);
-		if (ret != -EAGAIN || now_ns() > deadline)
-			return;
+	/* A provider with manual progress (tcp) moves the message only when driven,
+	 * and the app may be asleep on the wait fd, which a posted send does not
+	 * wake: drive it once (its completions then wake the app as usual). */
+	if (posted)
 		progress(conn);
-		cpu_relax();
-	}
 }
 
 /* Whether a send of len bytes is staged (lock held; stk_cork.h, "When"). Every
@@ -1739,20 +1728,14 @@ static bool drain_sends(struct stk_conn *conn)
 }
 
 /* At exit, connections the app never closed still deliver what it wrote. */
-static void drain_all_at_exit(void)
-{
-	for (unsigned slot = 0; slot < STK_CONN_MAX; slot++) {
-		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
-		if (conn && conn->fab) {
-			cork_drain(conn);
-			drain_sends(conn);
-		}
-	}
-}
 
-int stk_close(struct stk_conn *conn, bool abortive)
+/* What the kernel's close says, said on the fabric (the kernel socket is not
+ * closed here): FIN|CLOSE, or RST when abortive or with unread data (and the
+ * kernel told to reset too), after every byte sent before; unread doorbells
+ * are taken (they would turn the kernel's FIN into an RST). Returns whether the
+ * peer went away meanwhile. */
+static bool goodbye(struct stk_conn *conn, bool abortive)
 {
-	int ret = 0;
 	pthread_mutex_lock(&conn->lock);
 	/* Nothing to say to a peer that reset or already closed completely (it reads
 	 * nothing more, and its process may be gone: rxm would retry a dead peer). */
@@ -1765,7 +1748,7 @@ int stk_close(struct stk_conn *conn, bool abortive)
 	pthread_mutex_unlock(&conn->lock);
 	bool peer_left = false;
 	if (can_send) {
-		ret = post_control(conn, flags, true);
+		int ret = post_control(conn, flags, true);
 		if (ret)
 			FSK_DBG("fd %d: close: could not send %s: %s", conn->fd,
 				rst ? "RST" : "FIN", strerror(-ret));
@@ -1788,6 +1771,25 @@ int stk_close(struct stk_conn *conn, bool abortive)
 		conn->bells_rx = (uint16_t)(conn->bells_rx + k);
 	}
 	pthread_mutex_unlock(&conn->lock);
+	return peer_left;
+}
+
+void stk_conn_end_all(void)
+{
+	for (unsigned slot = 0; slot < STK_CONN_MAX; slot++) {
+		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
+		if (!conn || !conn->fab)
+			continue;
+		if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+			drain_sends(conn); /* those made before it; the kernel says the rest */
+		else if (stk_conn_on_fabric(conn))
+			goodbye(conn, false);
+	}
+}
+
+int stk_close(struct stk_conn *conn, bool abortive)
+{
+	bool peer_left = goodbye(conn, abortive);
 	stk_sys.close(conn->fd);
 	pthread_mutex_lock(&conn->lock);
 	fold_stats(conn);

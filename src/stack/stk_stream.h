@@ -316,6 +316,11 @@ void stk_conn_progress(struct stk_conn *conn);
 void stk_conn_table_hold(void);
 void stk_conn_table_release(void);
 struct stk_conn *stk_conn_at(uint32_t slot);
+/* The process ends (exit, _exit) without closing its connections: the kernel
+ * will close their sockets; each peer is told on the fabric first what that
+ * close means (FIN, or RST with unread data) after every byte sent (staged
+ * ones included), so it reads the stream then EOF, as from the kernel. */
+void stk_conn_end_all(void);
 /* stk_cork.h: send conn's staged bytes if they were staged before older_than
  * (0: whenever); a full provider leaves them for the next trigger. */
 void stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than);

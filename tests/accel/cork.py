@@ -9,8 +9,8 @@ checks the bytes (sha256 of what the client says it sent) and reports.
   oob       burst, then an urgent byte: in order, and the mark is right
   shut      burst, then shutdown(SHUT_WR): every byte, then EOF
   fork      burst, fork (the child exits at once), burst: both bursts exact
-  exit      burst, then the process exits without close (atexit drain): run
-            as its own client process ("client-exit")
+  exit      burst, then the process calls _exit without close: run as its own
+            client process ("client-exit")
 """
 import hashlib
 import os
@@ -159,8 +159,9 @@ def client(port):
 def client_exit(port):
     s = connect(port, [6])
     burst(s, 6)
-    # exit with the socket open and bytes maybe staged (no close of ours)
-    sys.exit(0)
+    # _exit with the socket open and bytes staged: no close, no atexit; the
+    # kernel closes the socket (FIN), and the peer reads every byte, then EOF
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ expected="socket socketpair bind listen accept accept4 connect shutdown close re
 write writev recv recvfrom recvmsg recvmmsg send sendto sendmsg sendmmsg getsockopt
 setsockopt getsockname getpeername fcntl fcntl64 ioctl dup dup2 dup3 poll ppoll select
 pselect epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 fork
-daemon execve execv execvp execvpe execl execlp execle fexecve execveat posix_spawn
+daemon _exit execve execv execvp execvpe execl execlp execle fexecve execveat posix_spawn
 posix_spawnp posix_spawn_file_actions_adddup2 sendfile sendfile64 fdopen __read_chk __recv_chk __recvfrom_chk __poll_chk __ppoll_chk
 fsk_version fsk_active fsk_fd_accelerated fsk_counter"
 want=$(printf '%s\n' $expected | sort)
