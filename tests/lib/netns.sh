@@ -1,5 +1,6 @@
-# netns.sh - two network namespaces joined by veth pairs, for tests that
-# put a DPDK port (net_af_packet / net_af_xdp) on a veth end (sourced; POSIX sh).
+# netns.sh - private network namespaces, joined by veth pairs, for tests that
+# put a DPDK port (net_af_packet / net_af_xdp) on a veth end or want their
+# own kernel TCP counters (sourced; POSIX sh).
 #
 # Contract: fsk_netns_create returns non-zero (and creates nothing) when
 # namespaces cannot be created here (no root / CAP_SYS_ADMIN): the caller
@@ -9,14 +10,18 @@
 
 fsk_netns_list=""
 
-# fsk_netns_create NS_A NS_B: both namespaces, loopback up in each.
+# fsk_netns_create NS...: the namespaces (one or more), loopback up in each.
 fsk_netns_create() {
 	command -v ip >/dev/null 2>&1 || return 1
 	ip netns add "$1" 2>/dev/null || return 1
 	fsk_netns_list="$fsk_netns_list $1"
-	ip netns add "$2" || return 1
-	fsk_netns_list="$fsk_netns_list $2"
-	ip -n "$1" link set lo up && ip -n "$2" link set lo up
+	ip -n "$1" link set lo up || return 1
+	shift
+	for ns in "$@"; do
+		ip netns add "$ns" || return 1
+		fsk_netns_list="$fsk_netns_list $ns"
+		ip -n "$ns" link set lo up || return 1
+	done
 }
 
 # fsk_netns_veth NS_A NS_B IF_A IF_B [ADDR_A/N ADDR_B/N]: a veth pair, IF_A in
@@ -38,7 +43,12 @@ fsk_netns_destroy() {
 	fsk_netns_list=""
 }
 
-# fsk_netns_tcp_outsegs NS: the kernel's TCP OutSegs counter in NS.
+# fsk_netns_tcp_outsegs NS, fsk_netns_tcp_insegs NS: the kernel's TCP
+# OutSegs and InSegs counters in NS (/proc/net/snmp: the Tcp: header line,
+# then the values).
 fsk_netns_tcp_outsegs() {
 	ip netns exec "$1" awk '/^Tcp:/ { if (h) print $12; h = 1 }' /proc/net/snmp
+}
+fsk_netns_tcp_insegs() {
+	ip netns exec "$1" awk '/^Tcp:/ { if (h) print $11; h = 1 }' /proc/net/snmp
 }
