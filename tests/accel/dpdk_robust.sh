@@ -61,7 +61,7 @@ leftovers() {
 leaf() {
 	_p=$1
 	for _i in 1 2 3 4 5; do
-		_c=$(ps -o pid= --ppid "$_p" | head -n1)
+		_c=$(ps -o pid= --ppid "$_p" | head -n1 | tr -d " ")
 		[ -n "$_c" ] || break
 		_p=$_c
 	done
