@@ -12,14 +12,14 @@ include bench/ready.mk
 noinst_PROGRAMS += bench/overhead
 bench_overhead_SOURCES = bench/overhead.c
 bench_overhead_LDADD = -ldl
-EXTRA_DIST += bench/overhead.sh bench/demo.sh bench/accel.sh bench/connect.sh
+EXTRA_DIST += bench/overhead.sh bench/demo.sh bench/accel.sh bench/connect.sh bench/footprint.sh
 
 # Connection set-up cost, kernel vs launched (what the negotiation adds).
 noinst_PROGRAMS += bench/connect
 bench_connect_SOURCES = bench/connect.c
 bench_connect_LDADD = -lpthread
 
-.PHONY: bench bench-overhead bench-demo bench-accel bench-connect
+.PHONY: bench bench-overhead bench-demo bench-accel bench-connect bench-footprint
 bench: bench-overhead bench-demo
 bench-overhead: bench/overhead tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/overhead.sh $(abs_top_builddir)
@@ -30,3 +30,10 @@ bench-accel: tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/accel.sh $(abs_top_builddir)
 bench-connect: bench/connect tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/connect.sh $(abs_top_builddir)
+
+# What a launched process costs besides speed: RSS, first-socket start-up,
+# idle CPU; kernel vs shm vs dpdk (memif).
+noinst_PROGRAMS += bench/footprint
+bench_footprint_SOURCES = bench/footprint.c
+bench-footprint: bench/footprint tools/fabsock src/libfabsock.la
+	$(SHELL) $(srcdir)/bench/footprint.sh $(abs_top_builddir)

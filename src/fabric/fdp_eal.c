@@ -30,6 +30,8 @@
 #include <rte_mempool.h>
 
 #define FDP_EAL_MAX_ARGS 64
+/* argv[0]: DPDK's prints start with it (fdp_eal_quiet.c finds them) */
+#define EAL_PROG "fdp-eal"
 
 static pthread_mutex_t eal_mutex = PTHREAD_MUTEX_INITIALIZER;
 static int eal_state;          /* 0 not tried, 1 running, <0 -FI_E* of the failure */
@@ -149,7 +151,7 @@ static int build_argv(struct eal_argv *a)
 	cpu = sched_getcpu();
 	if (cpu < 0)
 		cpu = 0;
-	ret |= argv_add(a, "fdp");
+	ret |= argv_add(a, EAL_PROG);
 	/* one lcore: the CPU we run on now; DPDK starts no worker threads */
 	snprintf(buf, sizeof(buf), "-l%d", cpu);
 	ret |= argv_add(a, buf);
@@ -231,7 +233,9 @@ static int eal_start_locked(void)
 	cpu_set_t cpus;
 	sigset_t mask, eal_mask;
 	bool have_cpus;
-	int ret, sig, err, saved_stdout = -1;
+	struct fdp_quiet quiet;
+	char reason[256];
+	int ret, sig, err;
 	char *argv_copy[FDP_EAL_MAX_ARGS + 1];
 
 	if (!fdp_params.device) {
@@ -279,20 +283,10 @@ static int eal_start_locked(void)
 	/* rte_eal_init may permute argv; keep our pointers to free them */
 	memcpy(argv_copy, a.argv, sizeof(char *) * (size_t)a.argc);
 	argv_copy[a.argc] = NULL;
-	/* With arguments from the user, a mistake makes DPDK print its
-	 * 100-line usage on stdout, which belongs to the application: discard
-	 * it (getopt's one line naming the bad option still goes to stderr,
-	 * and our warning names FI_DPDK_EAL_ARGS). */
-	if (fdp_params.eal_args) {
-		int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-
-		fflush(stdout);
-		saved_stdout = dup(STDOUT_FILENO);
-		if (saved_stdout >= 0 && null_fd >= 0)
-			dup2(null_fd, STDOUT_FILENO);
-		if (null_fd >= 0)
-			close(null_fd);
-	}
+	/* DPDK prints on the application's stdout and stderr when it fails
+	 * (its usage, getopt's complaint, "EAL: FATAL"): caught, see
+	 * fdp_eal_quiet.c; getopt's complaint becomes our warning's reason */
+	fdp_quiet_begin(&quiet);
 	/* The threads EAL starts (interrupt thread, multi-process channel)
 	 * inherit this thread's mask: block the asynchronous signals so that
 	 * a SIGTERM or SIGINT meant for the application is never handled on
@@ -308,11 +302,7 @@ static int eal_start_locked(void)
 	pthread_sigmask(SIG_SETMASK, &eal_mask, NULL);
 	ret = rte_eal_init(a.argc, argv_copy);
 	err = rte_errno;
-	if (saved_stdout >= 0) {
-		fflush(stdout);
-		dup2(saved_stdout, STDOUT_FILENO);
-		close(saved_stdout);
-	}
+	fdp_quiet_end(&quiet, EAL_PROG, reason, sizeof(reason));
 
 	if (have_cpus)
 		sched_setaffinity(0, sizeof(cpus), &cpus);
@@ -345,8 +335,8 @@ static int eal_start_locked(void)
 	}
 	if (ret < 0) {
 		FDP_WARN(FI_LOG_CORE,
-			 "rte_eal_init failed (%s) for FI_DPDK_DEVICE=%s FI_DPDK_EAL_ARGS=%s\n",
-			 rte_strerror(err), fdp_params.device,
+			 "rte_eal_init failed (%s%s%s) for FI_DPDK_DEVICE=%s FI_DPDK_EAL_ARGS=%s\n",
+			 rte_strerror(err), reason[0] ? ": " : "", reason, fdp_params.device,
 			 fdp_params.eal_args ? fdp_params.eal_args : "");
 		argv_free(&a);
 		return err == EINVAL ? -FI_EINVAL : -FI_ENODEV;

@@ -37,6 +37,17 @@ struct rte_mempool *fdp_pool_create(const char *name, unsigned int n, uint16_t d
 void fdp_files_reclaim(const char *device) FDP_HIDDEN;
 /* Remove this process's EAL runtime directory (after rte_eal_init). */
 void fdp_files_runtime_dir_remove(void) FDP_HIDDEN;
+/* fdp_eal_quiet.c: around rte_eal_init, fds 1 and 2 go to memfds (begin);
+ * end restores them, writes back what was not DPDK's (another thread's
+ * output) and drops DPDK's prints, the first of its stderr lines ("<prog>:
+ * ..." from getopt, "EAL: ...") copied to reason ("" when none). prog is
+ * the argv[0] given to rte_eal_init. A memfd that cannot be made leaves
+ * that fd as it was. */
+struct fdp_quiet {
+	int saved[2], mem[2];
+};
+void fdp_quiet_begin(struct fdp_quiet *q) FDP_HIDDEN;
+void fdp_quiet_end(struct fdp_quiet *q, const char *prog, char *reason, size_t cap) FDP_HIDDEN;
 /* DPDK port id of FI_DPDK_DEVICE after fdp_eal_start succeeded. */
 uint16_t fdp_eal_port_id(void) FDP_HIDDEN;
 

@@ -15,14 +15,12 @@ status=0
 run() {
 	port=$(free_port)
 	rm -f "$tmp/srv.out"
-	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info timeout 90 \
-		"$launcher" --dpdk "$1" --ip 198.18.0.1/24 --provider dpdk -- \
+	on_dpdk "$1" 198.18.0.1/24 --provider dpdk -- \
 		"$python" "$streams_py" server "$port" "$conns" >"$tmp/srv.out" 2>"$tmp/srv.log" &
 	spid=$!
 	pids="$pids $spid"
 	wait_ready "$tmp/srv.out" || { cat "$tmp/srv.log"; return 1; }
-	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info timeout 90 \
-		"$launcher" --dpdk "$2" --ip 198.18.0.2/24 --provider dpdk -- \
+	on_dpdk "$2" 198.18.0.2/24 --provider dpdk -- \
 		"$python" "$streams_py" client "$port" "$conns" 4 "$$" >"$tmp/cli.out" 2>"$tmp/cli.log"
 	crc=$?
 	wait $spid
@@ -52,14 +50,12 @@ grep -q 'warn\|error' "$tmp/cli.log" "$tmp/srv.log" &&
 # dpdk (dpdk_fork.py)
 port=$(free_port)
 rm -f "$tmp/srv.out"
-env FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info timeout 90 \
-	"$launcher" --dpdk "net_memif0,role=server,socket=$sock" --ip 198.18.0.1/24 --provider dpdk -- \
+on_dpdk "net_memif0,role=server,socket=$sock" 198.18.0.1/24 --provider dpdk -- \
 	"$python" "$streams_py" server "$port" 3 >"$tmp/srv.out" 2>"$tmp/srv.log" &
 spid=$!
 pids="$pids $spid"
 if wait_ready "$tmp/srv.out"; then
-	env FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info timeout 90 \
-		"$launcher" --dpdk "net_memif0,role=client,socket=$sock" --ip 198.18.0.2/24 --provider dpdk -- \
+	on_dpdk "net_memif0,role=client,socket=$sock" 198.18.0.2/24 --provider dpdk -- \
 		"$python" "$top_srcdir/tests/accel/dpdk_fork.py" "$port" >"$tmp/cli.out" 2>"$tmp/cli.log"
 	crc=$?
 	wait $spid

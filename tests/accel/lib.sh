@@ -69,3 +69,33 @@ shm_in_netns() {
 	[ $((after - before)) -lt $limit ] || { echo "FAIL: the payload went through kernel TCP"; rc=1; }
 	return $rc
 }
+
+# on_dpdk DEVARGS IP [launcher options] -- CMD...: run CMD launched on the
+# dpdk provider (port DEVARGS, address IP) with FABSOCK_LOG=info, bounded
+# (90 s). Launcher options: e.g. --provider dpdk, --eal-args ARGS. DPDK_WRAP,
+# when set, is a command put before the launcher (e.g. "taskset -c 1").
+on_dpdk() {
+	_dev=$1 _ip=$2
+	shift 2
+	# shellcheck disable=SC2086 # DPDK_WRAP is a command line
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info timeout 90 \
+		${DPDK_WRAP:-} "$launcher" --dpdk "$_dev" --ip "$_ip" "$@"
+}
+
+# assert_dpdk LOG WHAT MIN_CONNS MIN_BYTES: the counters in LOG show at
+# least MIN_CONNS connections and MIN_BYTES bytes each way over dpdk.
+# Prints one line; returns 1 when short.
+assert_dpdk() {
+	_n=$(counter "$1" conn_accel_dpdk)
+	_tx=$(counter "$1" bytes_tx_dpdk)
+	_rx=$(counter "$1" bytes_rx_dpdk)
+	echo "$2: $_n connection(s) over dpdk, sent $_tx, received $_rx"
+	[ "$_n" -ge "$3" ] && [ "$_tx" -ge "$4" ] && [ "$_rx" -ge "$4" ] && return 0
+	echo "FAIL: $2: the counters do not show the traffic over dpdk"
+	return 1
+}
+
+# warn_lines FILE: the number of libfabsock warn/error lines in FILE.
+warn_lines() {
+	grep -c 'warn\|error' "$1" 2>/dev/null || true
+}

@@ -3,7 +3,7 @@ TESTS += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/nego.sh tests/a
 	tests/accel/many10k.sh tests/accel/fork.sh tests/accel/redis_bgsave.sh \
 	tests/accel/bulk.sh tests/accel/cork.sh tests/accel/death.sh tests/accel/dpdk_memif.sh \
 	tests/accel/idle.sh tests/accel/netns_dpdk.sh tests/accel/netns_xdp.sh tests/accel/memif_real.sh \
-	tests/accel/sizes.sh
+	tests/accel/sizes.sh tests/accel/dpdk_robust.sh
 EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py tests/accel/lib.sh \
 	tests/accel/nego.sh tests/accel/nego.py tests/accel/many.sh tests/accel/many10k.sh \
 	tests/accel/fork.sh tests/accel/fork.py tests/accel/redis_bgsave.sh tests/accel/redis_load.py \
@@ -11,10 +11,17 @@ EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py te
 	tests/accel/dpdk_memif.sh tests/accel/streams.py tests/accel/dpdk_fork.py \
 	tests/accel/idle.sh tests/accel/idle.py \
 	tests/accel/netns_dpdk.sh tests/accel/netns_xdp.sh tests/accel/memif_real.sh \
-	tests/accel/dpdk_phases.sh tests/lib/netns.sh tests/accel/sizes.sh
+	tests/accel/dpdk_phases.sh tests/lib/netns.sh tests/accel/sizes.sh tests/accel/dpdk_robust.sh
 
 # many: N concurrent connections through one epoll echo server, byte-checked.
 check_PROGRAMS += tests/accel/many
 tests_accel_many_SOURCES = tests/accel/many.c
 tests_accel_many_CFLAGS = $(AM_CFLAGS) -pthread
 tests_accel_many_LDADD = -lpthread
+
+# robust: an app that checks its affinity, signal handlers and stdout
+# survive a launcher (tests/accel/dpdk_robust.sh).
+check_PROGRAMS += tests/accel/robust
+tests_accel_robust_SOURCES = tests/accel/robust.c
+tests_accel_robust_CFLAGS = $(AM_CFLAGS) -pthread
+tests_accel_robust_LDADD = -lpthread
