@@ -292,6 +292,22 @@ static void flush_eps(struct fdp_port *p)
 	each_hook_ep(p, true, fdp_now_ns());
 }
 
+/* At exit the port lock may be held by a set-up the exit interrupted (a signal
+ * handler that calls exit() from inside it, on this thread or another): wait a
+ * bounded time for it, else leave the port to the process's end (its files are
+ * reclaimed at the next start) rather than hang the exit. */
+static bool lock_for_shutdown(void)
+{
+	for (int i = 0; i < 200; i++) {
+		if (pthread_mutex_trylock(&port_mutex) == 0)
+			return true;
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
+
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
 void fdp_port_shutdown(void)
 {
 	struct fdp_port *p;
@@ -299,7 +315,10 @@ void fdp_port_shutdown(void)
 
 	if (fdp_eal_foreign())
 		return; /* a forked child: the port, its thread and queues are the parent's */
-	pthread_mutex_lock(&port_mutex);
+	if (!lock_for_shutdown()) {
+		FDP_WARN(FI_LOG_CORE, "exit during the port's set-up: port left as is\n");
+		return;
+	}
 	p = the_port;
 	the_port = NULL;
 	pthread_mutex_unlock(&port_mutex);

@@ -593,7 +593,7 @@ int stk_fab_get(const char *prov, struct stk_fab **out)
 		if (!exit_hook)
 			exit_hook = atexit(shm_unlink_at_exit) == 0;
 	}
-	struct sigaction *sigs = stk_fi_sigs_save();
+	struct stk_fi_sigs *sigs = stk_fi_sigs_save();
 	stk_fi_enter();
 	int ret = fab_open(prov, &fab);
 	stk_fi_leave();

@@ -54,17 +54,32 @@ int stk_fi_load(void)
 	return load_result;
 }
 
-struct sigaction *stk_fi_sigs_save(void)
+struct stk_fi_sigs {
+	struct sigaction act[NSIG];
+	sigset_t mask; /* the thread's, before the set-up */
+};
+
+struct stk_fi_sigs *stk_fi_sigs_save(void)
 {
-	struct sigaction *saved = calloc(NSIG, sizeof(*saved));
+	struct stk_fi_sigs *saved = calloc(1, sizeof(*saved));
 	if (!saved)
 		return NULL;
 	for (int sig = 1; sig < NSIG; sig++)
-		sigaction(sig, NULL, &saved[sig]);
+		sigaction(sig, NULL, &saved->act[sig]);
+	sigset_t async;
+	sigfillset(&async);
+	/* synchronous ones stay: blocking them would not defer a fault */
+	sigdelset(&async, SIGSEGV);
+	sigdelset(&async, SIGBUS);
+	sigdelset(&async, SIGILL);
+	sigdelset(&async, SIGFPE);
+	sigdelset(&async, SIGTRAP);
+	sigdelset(&async, SIGSYS);
+	pthread_sigmask(SIG_BLOCK, &async, &saved->mask);
 	return saved;
 }
 
-void stk_fi_sigs_restore(struct sigaction *saved)
+void stk_fi_sigs_restore(struct stk_fi_sigs *saved)
 {
 	if (!saved)
 		return;
@@ -74,11 +89,12 @@ void stk_fi_sigs_restore(struct sigaction *saved)
 		if (sig == SIGKILL || sig == SIGSTOP)
 			continue;
 		if (sigaction(sig, NULL, &now) == 0 &&
-		    (now.sa_handler != saved[sig].sa_handler ||
-		     now.sa_flags != saved[sig].sa_flags)) {
+		    (now.sa_handler != saved->act[sig].sa_handler ||
+		     now.sa_flags != saved->act[sig].sa_flags)) {
 			FSK_DBG("libfabric replaced the handler of signal %d: restored", sig);
-			sigaction(sig, &saved[sig], NULL);
+			sigaction(sig, &saved->act[sig], NULL);
 		}
 	}
+	pthread_sigmask(SIG_SETMASK, &saved->mask, NULL); /* pending ones run the app's now */
 	free(saved);
 }

@@ -38,8 +38,13 @@ int stk_fi_load(void);
  * its shutdown. stk_fi_sigs_save() snapshots every handler before such
  * set-up calls (NULL without memory: nothing is restored), and
  * stk_fi_sigs_restore() puts back each one that changed and frees the
- * snapshot. Set-up only: two sigaction(2) calls per signal. */
-struct sigaction *stk_fi_sigs_save(void);
-void stk_fi_sigs_restore(struct sigaction *saved);
+ * snapshot. Set-up only: two sigaction(2) calls per signal. In between, the
+ * calling thread blocks the asynchronous signals: one that arrives during the
+ * set-up (a DPDK port takes a second) waits for the application's handler
+ * instead of running a provider's (libinfinipath's calls exit() from inside
+ * the interrupted set-up). */
+struct stk_fi_sigs;
+struct stk_fi_sigs *stk_fi_sigs_save(void);
+void stk_fi_sigs_restore(struct stk_fi_sigs *saved);
 
 #endif
