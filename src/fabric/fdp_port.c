@@ -62,6 +62,7 @@ struct fdp_port {
 	struct rte_ether_addr mac;
 	size_t mtu;
 	bool tx_ip_csum, tx_udp_csum;       /* device computes them */
+	bool tx_udp_csum_none;              /* send UDP checksum 0 (see port_configure) */
 	bool rx_csum;                       /* device reports checksum status */
 
 	struct fdp_lock rx_lock;
@@ -129,6 +130,14 @@ static int port_configure(struct fdp_port *p)
 					RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
 		p->tx_ip_csum = p->tx_udp_csum = true;
 	}
+	/* A memif "link" is shared memory between two processes of one host:
+	 * nothing on it can corrupt a frame, and the UDP checksum (computed
+	 * by the sender and verified by the receiver, memif offloads neither)
+	 * was a third of a sender's cycles at 16 KiB messages. IPv4 allows
+	 * UDP checksum 0 ("none"), which every receiver here accepts. The IP
+	 * header checksum (20 bytes) stays. */
+	if (!p->tx_udp_csum && strcmp(info.driver_name, "net_memif") == 0)
+		p->tx_udp_csum_none = true;
 	if ((info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) &&
 	    (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_UDP_CKSUM)) {
 		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM |
@@ -184,9 +193,10 @@ static int port_configure(struct fdp_port *p)
 	rte_eth_allmulticast_disable(p->port_id);
 	rte_eth_macaddr_get(p->port_id, &p->mac);
 	FDP_INFO(FI_LOG_DOMAIN,
-		 "port %s: mac " RTE_ETHER_ADDR_PRT_FMT " mtu %zu csum offload tx %d rx %d\n",
+		 "port %s: mac " RTE_ETHER_ADDR_PRT_FMT " mtu %zu csum offload tx %d rx %d%s\n",
 		 fdp_params.device, RTE_ETHER_ADDR_BYTES(&p->mac), p->mtu,
-		 p->tx_udp_csum, p->rx_csum);
+		 p->tx_udp_csum, p->rx_csum,
+		 p->tx_udp_csum_none ? " (shared-memory link: no UDP checksum)" : "");
 	return 0;
 }
 
@@ -702,7 +712,7 @@ static int tx_frame(struct fdp_ep *ep, uint32_t dst_ip, uint16_t dst_port,
 			       RTE_MBUF_F_TX_UDP_CKSUM;
 		memcpy(buf + FDP_ETH_HLEN + FDP_IPV4_HLEN + 6, &phdr, 2);
 	} else {
-		fdp_frame_csum(buf, true, true);
+		fdp_frame_csum(buf, true, !p->tx_udp_csum_none);
 	}
 	ret = tx_mbuf(p, m);
 	fdp_unlock(&p->tx_lock);
