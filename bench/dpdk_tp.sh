@@ -10,7 +10,10 @@
 #   VAR=value words for both dpdk ends, e.g. FI_DPDK_MTU=9000),
 #   TP_PERF (a directory: the dpdk ends of the last round run under
 #   `perf record -g`, data in DIR/srv-SIZE.data and DIR/cli-SIZE.data),
-#   TP_LOGS (a directory: keep the dpdk ends' libfabsock logs there)
+#   TP_LOGS (a directory: keep the dpdk ends' libfabsock logs there),
+#   TP_ALT_ENV (VAR=value words: a third path "alt", dpdk with these added,
+#   e.g. TP_ALT_ENV=FI_DPDK_MTU=9000 compares two settings in one run),
+#   TP_ALT_DEVARGS (appended to alt's memif devargs, e.g. ",bsize=9216")
 set -u
 b=${1:-${top_builddir:-.}}
 b=$(cd "$b" && pwd) || exit 2
@@ -45,9 +48,12 @@ run() {
 	sock="$tmp/memif.sock"
 	rm -f "$sock"
 	pre_s= pre_c= perf_s= perf_c=
-	if [ "$path" = dpdk ]; then
-		pre_s="env ${TP_ENV:-} $launcher --dpdk net_memif0,role=server,socket=$sock --ip 198.18.0.1/24 --log info --log-file $tmp/srv.log --"
-		pre_c="env ${TP_ENV:-} $launcher --dpdk net_memif0,role=client,socket=$sock --ip 198.18.0.2/24 --log info --log-file $tmp/cli.log --"
+	if [ "$path" != kernel ]; then
+		xenv="${TP_ENV:-}"
+		xdev=
+		[ "$path" = alt ] && xenv="$xenv ${TP_ALT_ENV:-}" xdev=${TP_ALT_DEVARGS:-}
+		pre_s="env $xenv $launcher --dpdk net_memif0,role=server,socket=$sock$xdev --ip 198.18.0.1/24 --log info --log-file $tmp/srv.log --"
+		pre_c="env $xenv $launcher --dpdk net_memif0,role=client,socket=$sock$xdev --ip 198.18.0.2/24 --log info --log-file $tmp/cli.log --"
 		if [ -n "${TP_PERF:-}" ] && [ "$r" = "$rounds" ]; then
 			mkdir -p "$TP_PERF"
 			perf_s="perf record -q -g -o $TP_PERF/srv-$size.data --"
@@ -68,10 +74,10 @@ run() {
 	sed -i 's/\x1b\[[0-9;]*m//g' "$tmp/cli.out"
 	v1=$(sed -n 's/.*Message Rate is \([0-9]*\).*/\1/p' "$tmp/cli.out")
 	v2=$(sed -n 's/.*BandWidth is \([0-9.]*\) MBps.*/\1/p' "$tmp/cli.out")
-	if [ "$path" = dpdk ] && ! grep -aq 'counter conn_accel_dpdk = [1-9]' "$tmp/cli.log" 2>/dev/null; then
+	if [ "$path" != kernel ] && ! grep -aq 'counter conn_accel_dpdk = [1-9]' "$tmp/cli.log" 2>/dev/null; then
 		v1=fallback v2=fallback
 	fi
-	[ -n "${TP_LOGS:-}" ] && [ "$path" = dpdk ] && mkdir -p "$TP_LOGS" && cp "$tmp/srv.log" "$TP_LOGS/srv-$size-$r.log" && cp "$tmp/cli.log" "$TP_LOGS/cli-$size-$r.log"
+	[ -n "${TP_LOGS:-}" ] && [ "$path" != kernel ] && mkdir -p "$TP_LOGS" && cp "$tmp/srv.log" "$TP_LOGS/srv-$size-$r.log" && cp "$tmp/cli.log" "$TP_LOGS/cli-$size-$r.log" && cp "$tmp/cli.out" "$TP_LOGS/cli-$size-$r.out" && cp "$tmp/srv.out" "$TP_LOGS/srv-$size-$r.out"
 	echo "$path $size ${v1:-fail} ${v2:-fail}" | tee -a "$tmp/runs" >&2
 }
 
@@ -80,9 +86,10 @@ for r in $(seq "$rounds"); do
 	for s in $sizes; do
 		run kernel "$s" "$r"
 		run dpdk "$s" "$r"
+		[ -n "${TP_ALT_ENV:-}${TP_ALT_DEVARGS:-}" ] && run alt "$s" "$r"
 	done
 done
-awk -v sizes="$sizes" -v rounds="$rounds" -v secs="$secs" '
+awk -v sizes="$sizes" -v rounds="$rounds" -v secs="$secs" -v alt="${TP_ALT_ENV:-}${TP_ALT_DEVARGS:-}" '
 function median(l,   a, n, i, j, t) {
 	n = split(l, a, " ")
 	if (n == 0) return 0
@@ -98,5 +105,10 @@ END {
 		k = median(B["kernel", s[i]]); d = median(B["dpdk", s[i]])
 		printf "%8s %12d %10.1f %12d %10.1f %8.2f\n", s[i], median(m["kernel", s[i]]), k,
 			median(m["dpdk", s[i]]), d, (k > 0 ? d / k : 0)
+		if (alt != "") {
+			d = median(B["alt", s[i]])
+			printf "%8s %12s %10s %12d %10.1f %8.2f  (alt: %s)\n", "", "", "",
+				median(m["alt", s[i]]), d, (k > 0 ? d / k : 0), alt
+		}
 	}
 }' "$tmp/runs"

@@ -475,7 +475,7 @@ static const struct fi_ops_tagged rdm_tagged_fi_ops = {
 /* ---------------------------------------------------------------- hooks */
 
 static void rdm_rx(struct fdp_ep *ep, fi_addr_t src, const struct sockaddr_in *src_addr,
-		   const void *frame, size_t len)
+		   const void *frame, size_t len, uint64_t now_ns)
 {
 	struct rdm_state *s = st_of(ep);
 	struct rdm_peer *p = NULL;
@@ -491,7 +491,7 @@ static void rdm_rx(struct fdp_ep *ep, fi_addr_t src, const struct sockaddr_in *s
 			return;
 		cache_fi_addr(s, p, src);
 	}
-	fdp_msg_rx_frame(&s->m, &p->mp, frame, len, fdp_now_ns());
+	fdp_msg_rx_frame(&s->m, &p->mp, frame, len, now_ns);
 }
 
 static void rdm_progress(struct fdp_ep *ep, uint64_t now_ns)
