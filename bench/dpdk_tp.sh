@@ -13,7 +13,9 @@
 #   TP_LOGS (a directory: keep the dpdk ends' libfabsock logs there),
 #   TP_ALT_ENV (VAR=value words: a third path "alt", dpdk with these added,
 #   e.g. TP_ALT_ENV=FI_DPDK_MTU=9000 compares two settings in one run),
-#   TP_ALT_DEVARGS (appended to alt's memif devargs, e.g. ",bsize=9216")
+#   TP_ALT_DEVARGS (appended to alt's memif devargs, e.g. ",bsize=9216"),
+#   TP_ALT_BUILD (another build directory: alt runs its launcher, e.g. a
+#   build of the commit before a change, for before/after in one run)
 set -u
 b=${1:-${top_builddir:-.}}
 b=$(cd "$b" && pwd) || exit 2
@@ -50,10 +52,12 @@ run() {
 	pre_s= pre_c= perf_s= perf_c=
 	if [ "$path" != kernel ]; then
 		xenv="${TP_ENV:-}"
-		xdev=
-		[ "$path" = alt ] && xenv="$xenv ${TP_ALT_ENV:-}" xdev=${TP_ALT_DEVARGS:-}
-		pre_s="env $xenv $launcher --dpdk net_memif0,role=server,socket=$sock$xdev --ip 198.18.0.1/24 --log info --log-file $tmp/srv.log --"
-		pre_c="env $xenv $launcher --dpdk net_memif0,role=client,socket=$sock$xdev --ip 198.18.0.2/24 --log info --log-file $tmp/cli.log --"
+		xdev= xl=$launcher
+		[ "$path" = alt ] && xenv="$xenv ${TP_ALT_ENV:-}" xdev=${TP_ALT_DEVARGS:-} \
+			xl=${TP_ALT_BUILD:+$TP_ALT_BUILD/tools/fabsock}
+		[ -n "$xl" ] || xl=$launcher
+		pre_s="env $xenv $xl --dpdk net_memif0,role=server,socket=$sock$xdev --ip 198.18.0.1/24 --log info --log-file $tmp/srv.log --"
+		pre_c="env $xenv $xl --dpdk net_memif0,role=client,socket=$sock$xdev --ip 198.18.0.2/24 --log info --log-file $tmp/cli.log --"
 		if [ -n "${TP_PERF:-}" ] && [ "$r" = "$rounds" ]; then
 			mkdir -p "$TP_PERF"
 			perf_s="perf record -q -g -o $TP_PERF/srv-$size.data --"
@@ -86,10 +90,10 @@ for r in $(seq "$rounds"); do
 	for s in $sizes; do
 		run kernel "$s" "$r"
 		run dpdk "$s" "$r"
-		[ -n "${TP_ALT_ENV:-}${TP_ALT_DEVARGS:-}" ] && run alt "$s" "$r"
+		[ -n "${TP_ALT_ENV:-}${TP_ALT_DEVARGS:-}${TP_ALT_BUILD:-}" ] && run alt "$s" "$r"
 	done
 done
-awk -v sizes="$sizes" -v rounds="$rounds" -v secs="$secs" -v alt="${TP_ALT_ENV:-}${TP_ALT_DEVARGS:-}" '
+awk -v sizes="$sizes" -v rounds="$rounds" -v secs="$secs" -v alt="${TP_ALT_ENV:-}${TP_ALT_DEVARGS:-}${TP_ALT_BUILD:+ build $TP_ALT_BUILD}" '
 function median(l,   a, n, i, j, t) {
 	n = split(l, a, " ")
 	if (n == 0) return 0

@@ -152,15 +152,20 @@ static struct rdm_peer *peer_by_fi_addr(struct rdm_state *s, fi_addr_t dest)
 /* ---------------------------------------------------------------- engine callbacks */
 
 static int rdm_tx(struct fdp_msg_ep *m, struct fdp_msg_peer *mp, const void *hdr, size_t hdr_len,
-		  const void *payload, size_t len)
+		  const void *payload, size_t len, const void *ext, size_t ext_len)
 {
 	struct rdm_state *s = st_of_msg(m);
 	struct rdm_peer *p = mp->user;
-	struct iovec iov = { .iov_base = (void *)payload, .iov_len = len };
+	struct iovec iov[2];
+	size_t n = 0;
 
+	if (len)
+		iov[n++] = (struct iovec){ .iov_base = (void *)payload, .iov_len = len };
+	if (ext_len)
+		iov[n++] = (struct iovec){ .iov_base = (void *)ext, .iov_len = ext_len };
 	if (mp->addr != FI_ADDR_NOTAVAIL)
-		return fdp_tx_frame(s->ep, mp->addr, hdr, hdr_len, &iov, len ? 1 : 0);
-	return fdp_tx_frame_to(s->ep, &p->addr, hdr, hdr_len, &iov, len ? 1 : 0);
+		return fdp_tx_frame(s->ep, mp->addr, hdr, hdr_len, iov, n);
+	return fdp_tx_frame_to(s->ep, &p->addr, hdr, hdr_len, iov, n);
 }
 
 static uint64_t op_cq_flags(bool tagged)
