@@ -285,10 +285,12 @@ struct fdp_ep_hooks {
 	 * RDM range. src is the sender's fi_addr in the bound AV
 	 * (FI_ADDR_NOTAVAIL if not inserted), src_addr its IPv4+UDP port.
 	 * The memory is valid only during the call (copy what you keep).
+	 * now_ns: fdp_now_ns() read once per received burst (a clock read
+	 * per frame was a tenth of a receiver's cycles).
 	 * Called from whichever thread drives progress. */
 	void (*rx_rdm)(struct fdp_ep *ep, fi_addr_t src,
 		       const struct sockaddr_in *src_addr,
-		       const void *frame, size_t len);
+		       const void *frame, size_t len, uint64_t now_ns);
 	/* Timers: called by every progress call (CQ read, cntr read, the
 	 * progress thread) that received frames, and by idle ones at most
 	 * every 2 µs; while the application only sleeps on a wait fd, the

@@ -26,6 +26,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_log.h>
 #include <rte_mempool.h>
 
@@ -40,6 +41,42 @@ static bool eal_ours;          /* we called rte_eal_init (so we clean it up) */
 static uint16_t eal_port_id;
 static FILE *eal_log_stream;
 static atomic_bool eal_log_off;  /* set at cleanup: DPDK lines are dropped */
+static atomic_bool eal_stopped;  /* set at cleanup: threads no longer unregister */
+static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t thread_key;
+static bool thread_key_ok;
+__thread bool fdp_eal_thread_ready;
+
+/* Thread exit: give the lcore id back (the mbufs in its cache stay there
+ * for the next thread that gets the id). */
+static void thread_release(void *arg)
+{
+	(void)arg;
+	if (!atomic_load(&eal_stopped) && !fdp_eal_foreign())
+		rte_thread_unregister();
+}
+
+static void thread_key_create(void)
+{
+	thread_key_ok = pthread_key_create(&thread_key, thread_release) == 0;
+}
+
+void fdp_eal_thread_slow(void)
+{
+	fdp_eal_thread_ready = true; /* one attempt per thread */
+	if (__atomic_load_n(&eal_state, __ATOMIC_ACQUIRE) <= 0 || fdp_eal_foreign() ||
+	    atomic_load(&eal_stopped) || rte_lcore_id() != LCORE_ID_ANY)
+		return;
+	pthread_once(&thread_key_once, thread_key_create);
+	if (!thread_key_ok)
+		return; /* could not unregister at exit: leave it uncached */
+	if (rte_thread_register() != 0 || rte_lcore_id() == LCORE_ID_ANY) {
+		FDP_DBG(FI_LOG_CORE, "thread not registered with the EAL: %s\n",
+			rte_strerror(rte_errno));
+		return;
+	}
+	pthread_setspecific(thread_key, (void *)1);
+}
 
 /* DPDK log lines -> fi_log, at a level matching the message's. */
 static ssize_t log_write(void *cookie, const char *buf, size_t size)
@@ -446,6 +483,7 @@ void fdp_eal_cleanup(void)
 		}
 		eal_state = -FI_ENODEV; /* DPDK cannot be started twice */
 	}
+	atomic_store(&eal_stopped, true);
 	/* DPDK threads may still log (interrupt thread): not through fi_log,
 	 * whose provider is being torn down */
 	atomic_store(&eal_log_off, true);

@@ -209,6 +209,7 @@ static void push(struct fdp_msg_ep *m, struct fdp_msg_peer *peer)
 		size_t hl = 0, n;
 		uint8_t uflags = 0;
 		uint64_t cookie = 0;
+		const uint8_t *ext;
 
 		if (!buf)
 			return;
@@ -221,10 +222,26 @@ static void push(struct fdp_msg_ep *m, struct fdp_msg_peer *peer)
 		n = m->cfg.rel.frame_payload - hl;
 		if (n > tx->len - tx->off)
 			n = tx->len - tx->off;
-		iov_read(tx->iov, tx->iov_count, &tx->iov_idx, &tx->iov_off, buf + hl, n);
+		ext = NULL;
+		if (!tx->inject_complete && n && tx->iov_idx < tx->iov_count &&
+		    tx->iov[tx->iov_idx].iov_len - tx->iov_off >= n) {
+			/* transmit complete: the caller's buffer is ours to
+			 * read until the message's last frame is acked, which
+			 * acks this one too; frames point into it rather
+			 * than copy it into the send ring */
+			ext = (const uint8_t *)tx->iov[tx->iov_idx].iov_base + tx->iov_off;
+			tx->iov_off += n;
+			if (tx->iov_off == tx->iov[tx->iov_idx].iov_len) {
+				tx->iov_idx++;
+				tx->iov_off = 0;
+			}
+		} else {
+			iov_read(tx->iov, tx->iov_count, &tx->iov_idx, &tx->iov_off, buf + hl, n);
+		}
 		tx->off += n;
 		if (tx->off != tx->len) {
-			fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, uflags, 0, false, m->now_ns);
+			fdp_rel_tx_commit_ext(&m->rel, &peer->rel, ext ? hl : hl + n, ext,
+					      ext ? n : 0, uflags, 0, false, m->now_ns);
 			continue;
 		}
 		peer->txq_head = tx->next;
@@ -237,8 +254,8 @@ static void push(struct fdp_msg_ep *m, struct fdp_msg_peer *peer)
 			 * every earlier one) is acked; the sender waits for
 			 * that ack, so ask for it at once */
 			cookie = (uint64_t)(uintptr_t)tx;
-			fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, uflags, cookie, true,
-					  m->now_ns);
+			fdp_rel_tx_commit_ext(&m->rel, &peer->rel, ext ? hl : hl + n, ext,
+					      ext ? n : 0, uflags, cookie, true, m->now_ns);
 			continue;
 		}
 		/* inject complete: every byte is in the send window, the
@@ -649,11 +666,11 @@ int fdp_msg_cancel(struct fdp_msg_ep *m, void *context)
 /* ------------------------------------------------------------ engine glue */
 
 static int rel_tx(struct fdp_rel *rel, struct fdp_rel_peer *rp, const void *hdr, size_t hdr_len,
-		  const void *payload, size_t len)
+		  const void *payload, size_t len, const void *ext, size_t ext_len)
 {
 	struct fdp_msg_ep *m = MSG_OF(rel);
 
-	return m->ops->tx(m, PEER_OF(rp), hdr, hdr_len, payload, len);
+	return m->ops->tx(m, PEER_OF(rp), hdr, hdr_len, payload, len, ext, ext_len);
 }
 
 static int rel_deliver(struct fdp_rel *rel, struct fdp_rel_peer *rp, uint8_t uflags,

@@ -162,9 +162,10 @@ struct fdp_msg_peer {
 };
 
 struct fdp_msg_ops {
-	/* Send one frame (see fdp_rel_ops.tx). */
+	/* Send one frame (see fdp_rel_ops.tx): hdr, payload, then ext. */
 	int (*tx)(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const void *hdr,
-		  size_t hdr_len, const void *payload, size_t len);
+		  size_t hdr_len, const void *payload, size_t len, const void *ext,
+		  size_t ext_len);
 	/* A send finished: err 0 (acknowledged) or -FI_EHOSTUNREACH. The
 	 * descriptor returns to the pool when this returns. */
 	void (*send_done)(struct fdp_msg_ep *m, struct fdp_msg_tx *tx, int err);

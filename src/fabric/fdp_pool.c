@@ -29,13 +29,16 @@ struct rte_mempool *fdp_pool_create(const char *name, unsigned int n,
 				    uint16_t data_room, int socket, bool packed)
 {
 	struct rte_pktmbuf_pool_private priv = {.mbuf_data_room_size = data_room};
+	/* per-lcore cache (registered threads only, see fdp_eal_thread):
+	 * large enough for a burst in and out, small next to the pool */
+	unsigned int cache = n >= 8 * 256 ? 256 : 0;
 	struct rte_mempool *mp;
 	int err;
 
 	if (!packed)
-		return rte_pktmbuf_pool_create(name, n, 0, 0, data_room, socket);
+		return rte_pktmbuf_pool_create(name, n, cache, 0, data_room, socket);
 	mp = rte_mempool_create_empty(name, n, (unsigned int)sizeof(struct rte_mbuf) + data_room,
-				      0, sizeof(priv), socket, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+				      cache, sizeof(priv), socket, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
 	if (!mp)
 		return NULL;
 	err = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL);

@@ -152,15 +152,20 @@ static struct rdm_peer *peer_by_fi_addr(struct rdm_state *s, fi_addr_t dest)
 /* ---------------------------------------------------------------- engine callbacks */
 
 static int rdm_tx(struct fdp_msg_ep *m, struct fdp_msg_peer *mp, const void *hdr, size_t hdr_len,
-		  const void *payload, size_t len)
+		  const void *payload, size_t len, const void *ext, size_t ext_len)
 {
 	struct rdm_state *s = st_of_msg(m);
 	struct rdm_peer *p = mp->user;
-	struct iovec iov = { .iov_base = (void *)payload, .iov_len = len };
+	struct iovec iov[2];
+	size_t n = 0;
 
+	if (len)
+		iov[n++] = (struct iovec){ .iov_base = (void *)payload, .iov_len = len };
+	if (ext_len)
+		iov[n++] = (struct iovec){ .iov_base = (void *)ext, .iov_len = ext_len };
 	if (mp->addr != FI_ADDR_NOTAVAIL)
-		return fdp_tx_frame(s->ep, mp->addr, hdr, hdr_len, &iov, len ? 1 : 0);
-	return fdp_tx_frame_to(s->ep, &p->addr, hdr, hdr_len, &iov, len ? 1 : 0);
+		return fdp_tx_frame(s->ep, mp->addr, hdr, hdr_len, iov, n);
+	return fdp_tx_frame_to(s->ep, &p->addr, hdr, hdr_len, iov, n);
 }
 
 static uint64_t op_cq_flags(bool tagged)
@@ -475,7 +480,7 @@ static const struct fi_ops_tagged rdm_tagged_fi_ops = {
 /* ---------------------------------------------------------------- hooks */
 
 static void rdm_rx(struct fdp_ep *ep, fi_addr_t src, const struct sockaddr_in *src_addr,
-		   const void *frame, size_t len)
+		   const void *frame, size_t len, uint64_t now_ns)
 {
 	struct rdm_state *s = st_of(ep);
 	struct rdm_peer *p = NULL;
@@ -491,7 +496,7 @@ static void rdm_rx(struct fdp_ep *ep, fi_addr_t src, const struct sockaddr_in *s
 			return;
 		cache_fi_addr(s, p, src);
 	}
-	fdp_msg_rx_frame(&s->m, &p->mp, frame, len, fdp_now_ns());
+	fdp_msg_rx_frame(&s->m, &p->mp, frame, len, now_ns);
 }
 
 static void rdm_progress(struct fdp_ep *ep, uint64_t now_ns)

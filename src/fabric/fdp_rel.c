@@ -17,7 +17,9 @@ struct fdp_rel_txslot {
 	uint64_t cookie;      /* upper layer's completion cookie (0 = none) */
 	uint64_t first_tx_ns; /* first transmission (0 = not sent yet) */
 	uint64_t last_tx_ns;  /* latest (re)transmission */
-	uint16_t len;         /* payload bytes */
+	const void *ext;      /* payload bytes after the slot's (not copied) */
+	uint16_t len;         /* payload bytes in the slot */
+	uint16_t ext_len;     /* ...and at ext */
 	uint8_t uflags;       /* hdr.uflags to send */
 	uint8_t state;        /* enum txslot_state */
 };
@@ -185,7 +187,8 @@ static uint32_t ts_of(uint64_t now_ns)
 
 /* Build the header (with our current ack state) and hand the frame to ops->tx. */
 static int send_frame(struct fdp_rel *rel, struct fdp_rel_peer *p, uint8_t type, uint32_t seq,
-		      uint8_t uflags, uint8_t flags, const void *payload, size_t len, uint64_t now_ns)
+		      uint8_t uflags, uint8_t flags, const void *payload, size_t len,
+		      const void *ext, size_t ext_len, uint64_t now_ns)
 {
 	struct fdp_rel_hdr h;
 	bool acking = p->peer_session != 0;
@@ -195,7 +198,7 @@ static int send_frame(struct fdp_rel *rel, struct fdp_rel_peer *p, uint8_t type,
 	h.hdr.version = FDP_PROTO_VERSION;
 	h.hdr.type = type;
 	h.hdr.flags = flags;
-	h.hdr.len = htobe16((uint16_t)(sizeof(h) + len));
+	h.hdr.len = htobe16((uint16_t)(sizeof(h) + len + ext_len));
 	h.hdr.reserved = 0;
 	h.version = FDP_REL_VERSION;
 	h.uflags = uflags;
@@ -219,7 +222,7 @@ static int send_frame(struct fdp_rel *rel, struct fdp_rel_peer *p, uint8_t type,
 		h.ack = 0;
 		h.sack = 0;
 	}
-	ret = rel->ops->tx(rel, p, &h, sizeof(h), payload, len);
+	ret = rel->ops->tx(rel, p, &h, sizeof(h), payload, len, ext, ext_len);
 	if (ret < 0) {
 		rel->stats.tx_busy++;
 		return ret;
@@ -245,7 +248,7 @@ static int xmit_slot(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t seq, 
 		flags |= FDP_REL_F_ACKREQ;
 	ret = send_frame(rel, p, FDP_REL_T_DATA, seq, s->uflags, flags,
 			 p->tx_data + (size_t)(seq & rel->mask) * rel->cfg.frame_payload, s->len,
-			 now_ns);
+			 s->ext, s->ext_len, now_ns);
 	if (ret < 0)
 		return ret;
 	if (!s->first_tx_ns)
@@ -290,6 +293,13 @@ void *fdp_rel_tx_reserve(struct fdp_rel *rel, struct fdp_rel_peer *p)
 void fdp_rel_tx_commit(struct fdp_rel *rel, struct fdp_rel_peer *p, size_t len, uint8_t uflags,
 		       uint64_t cookie, bool ack_req, uint64_t now_ns)
 {
+	fdp_rel_tx_commit_ext(rel, p, len, NULL, 0, uflags, cookie, ack_req, now_ns);
+}
+
+void fdp_rel_tx_commit_ext(struct fdp_rel *rel, struct fdp_rel_peer *p, size_t len,
+			   const void *ext, size_t ext_len, uint8_t uflags, uint64_t cookie,
+			   bool ack_req, uint64_t now_ns)
+{
 	uint32_t seq = p->snd_nxt;
 	struct fdp_rel_txslot *s = &p->tx[seq & rel->mask];
 
@@ -297,6 +307,8 @@ void fdp_rel_tx_commit(struct fdp_rel *rel, struct fdp_rel_peer *p, size_t len, 
 	s->first_tx_ns = 0;
 	s->last_tx_ns = 0;
 	s->len = (uint16_t)len;
+	s->ext = ext_len ? ext : NULL;
+	s->ext_len = (uint16_t)ext_len;
 	s->uflags = uflags;
 	s->state = ack_req ? TX_ACKREQ : 0;
 	p->snd_nxt = seq + 1;
@@ -674,7 +686,7 @@ static void send_pure_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_t 
 		p->ack_deadline_ns = 0;
 		return;
 	}
-	if (send_frame(rel, p, FDP_REL_T_ACK, p->snd_nxt, 0, 0, NULL, 0, now_ns) == 0)
+	if (send_frame(rel, p, FDP_REL_T_ACK, p->snd_nxt, 0, 0, NULL, 0, NULL, 0, now_ns) == 0)
 		rel->stats.tx_acks++;
 }
 

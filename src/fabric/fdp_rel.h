@@ -121,12 +121,15 @@ struct fdp_rel;
 struct fdp_rel_peer;
 
 struct fdp_rel_ops {
-	/* Send one frame: hdr_len header bytes then len payload bytes (payload may
-	 * be NULL when len is 0). Return 0 once the frame is handed off (a later
-	 * loss is recovered by the protocol), or a negative value when it could
-	 * not be queued: the engine keeps it and retries from fdp_rel_progress. */
+	/* Send one frame: hdr_len header bytes, then len payload bytes, then
+	 * ext_len bytes at ext (payload/ext may be NULL when their length is 0;
+	 * ext is what fdp_rel_tx_commit_ext was given). Return 0 once the frame
+	 * is handed off (a later loss is recovered by the protocol), or a
+	 * negative value when it could not be queued: the engine keeps it and
+	 * retries from fdp_rel_progress. */
 	int (*tx)(struct fdp_rel *rel, struct fdp_rel_peer *peer, const void *hdr,
-		  size_t hdr_len, const void *payload, size_t len);
+		  size_t hdr_len, const void *payload, size_t len, const void *ext,
+		  size_t ext_len);
 	/* Deliver the next in-order payload. Return 0 when consumed; a negative
 	 * value refuses it (no buffer): the frame counts as not received, the peer
 	 * gets an RNR ack and retransmits later. */
@@ -229,6 +232,16 @@ void *fdp_rel_tx_reserve(struct fdp_rel *rel, struct fdp_rel_peer *peer);
  * receiver may stop driving progress right after it got the frame). */
 void fdp_rel_tx_commit(struct fdp_rel *rel, struct fdp_rel_peer *peer, size_t len,
 		       uint8_t uflags, uint64_t cookie, bool ack_req, uint64_t now_ns);
+/* The same, with ext_len more payload bytes that stay at ext instead of
+ * being copied into the reserved area: the frame carries the len reserved
+ * bytes then ext's. The caller keeps ext readable and unchanged until the
+ * frame is acknowledged or abandoned, which the upper layer knows by a
+ * cookie completing on this frame or a later one (acks are cumulative).
+ * len + ext_len <= cfg.frame_payload. Saves the send ring's copy of the
+ * payload (retransmissions read ext again). */
+void fdp_rel_tx_commit_ext(struct fdp_rel *rel, struct fdp_rel_peer *peer, size_t len,
+			   const void *ext, size_t ext_len, uint8_t uflags, uint64_t cookie,
+			   bool ack_req, uint64_t now_ns);
 
 /* Check a received frame's header without touching any peer: 0 when it is
  * well-formed (version, type, lengths), else a negative value and the

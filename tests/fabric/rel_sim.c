@@ -88,7 +88,8 @@ static void enqueue(struct sim *s, int from, int to, const uint8_t *data, size_t
 }
 
 static int sim_tx(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const void *hdr,
-		  size_t hdr_len, const void *payload, size_t len)
+		  size_t hdr_len, const void *payload, size_t len, const void *ext,
+		  size_t ext_len)
 {
 	struct sim_node *node = sim_node_of(m);
 	struct sim *s = node->sim;
@@ -99,6 +100,9 @@ static int sim_tx(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const void *h
 	memcpy(buf, hdr, hdr_len);
 	if (len)
 		memcpy(buf + hdr_len, payload, len);
+	if (ext_len)
+		memcpy(buf + hdr_len + len, ext, ext_len);
+	len += ext_len;
 	s->frames++;
 	if (((const uint8_t *)hdr)[2] == FDP_REL_T_DATA) {
 		uint64_t nth = ++s->data_frames_sent[node->id][to];
