@@ -13,7 +13,10 @@
  * both sides hash the stream: the client sends its hashes, the server
  * compares (exit 0 only if every byte and every hash matched). With -t the
  * messages are tagged (tag = message index) and every receive is posted for
- * one exact tag, in reverse order within a window, so matching is by tag.
+ * one exact tag, in reverse order within a window, so matching is by tag
+ * (completions may then come in any order within the window: a message that
+ * arrives before its receive is posted waits as unexpected while later ones
+ * match; each is checked against its own tag, the stream in order).
  * The server also checks FI_SOURCE: each message's source fi_addr must be
  * the client endpoint paired with the receiving one.
  * -p selects the provider name exactly (default "dpdk": the native RDM
@@ -60,7 +63,8 @@ struct xep {
 	size_t namelen;
 	uint8_t *buf[MAX_WIN];
 	uint64_t slot_tag[MAX_WIN];
-	uint64_t posted, done;    /* messages posted / completed */
+	bool landed[MAX_WIN];     /* tagged: completed, waiting for those before it */
+	uint64_t posted, done;    /* messages posted / completed in stream order */
 	uint64_t bytes;           /* stream offset reached */
 	uint64_t hash;
 	uint64_t nmsgs;
@@ -325,22 +329,29 @@ static int server_poll(int e, uint64_t *bad)
 		fi_cq_readerr(x->cq, &err, 0);
 		die("server cq error", -err.err);
 	}
-	{
-		int slot = (int)((uintptr_t)c.op_context - 1);
+	int slot = (int)((uintptr_t)c.op_context - 1);
+	uint64_t tag = opt.tagged ? c.tag : x->done;
+
+	if (opt.tagged && (x->slot_tag[slot] != tag || tag < x->done ||
+			   tag >= x->done + (uint64_t)opt.win || x->landed[slot]))
+		die("tag mismatch", (long)c.tag);
+	if (!opt.tagged && slot != (int)(x->done % (uint64_t)opt.win))
+		die("completion out of order", slot);
+	if (c.len != msg_len(tag))
+		die("length mismatch", (long)c.len);
+	if (src != x->peer)
+		die("FI_SOURCE mismatch", (long)src);
+	x->landed[slot] = true;
+	/* the stream in order: every landed message from done on */
+	while (x->done < x->nmsgs && x->landed[x->done % (uint64_t)opt.win]) {
 		uint64_t i = x->done;
 		size_t want = msg_len(i);
 		static uint8_t *expect;
 
+		slot = (int)(i % (uint64_t)opt.win);
+		x->landed[slot] = false;
 		if (!expect && !(expect = malloc(opt.msg)))
 			die("malloc", -FI_ENOMEM);
-		if (opt.tagged && (c.tag != i || x->slot_tag[slot] != i))
-			die("tag mismatch", (long)c.tag);
-		if (!opt.tagged && slot != (int)(i % (uint64_t)opt.win))
-			die("completion out of order", slot);
-		if (c.len != want)
-			die("length mismatch", (long)c.len);
-		if (src != x->peer)
-			die("FI_SOURCE mismatch", (long)src);
 		gen(e, x->bytes, expect, want);
 		if (memcmp(expect, x->buf[slot], want) != 0)
 			(*bad)++;
