@@ -859,15 +859,25 @@ void stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than)
 		progress(conn);
 }
 
-/* Whether a send of len bytes is staged (lock held; stk_cork.h, "When"). Every
- * send call comes here once: it times the run of sends. */
-static bool cork_wanted_locked(struct stk_conn *conn, size_t len, int flags, uint64_t now)
+/* Whether a send of len bytes is staged (lock held; stk_cork.h, "When"); *now
+ * is set when it is. Every send call comes here once: it times the run of
+ * sends. The first send after a receive reads no clock (a ping-pong pays
+ * nothing): a run is timed from its second send on. */
+static bool cork_wanted_locked(struct stk_conn *conn, size_t len, int flags, uint64_t *now)
 {
-	bool burst = conn->tx_run && now - conn->last_send_ns < STK_CORK_BURST_NS;
+	bool burst = false;
+	*now = 0;
+	if (conn->tx_run) {
+		*now = now_ns();
+		burst = conn->last_send_ns && *now - conn->last_send_ns < STK_CORK_BURST_NS;
+	}
 	conn->tx_run = true;
-	conn->last_send_ns = now;
-	return (burst || (flags & MSG_MORE)) && len > 0 && len <= STK_CORK_SMALL &&
-	       !(flags & MSG_OOB) && len <= conn->tx_credits;
+	conn->last_send_ns = *now;
+	bool cork = (burst || (flags & MSG_MORE)) && len > 0 && len <= STK_CORK_SMALL &&
+		    !(flags & MSG_OOB) && len <= conn->tx_credits;
+	if (cork && !*now)
+		*now = now_ns();
+	return cork;
 }
 
 /* Stage len bytes (lock held; cork_wanted_locked said so): a full stage leaves
@@ -1107,8 +1117,8 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 		} else if (conn->fin_sent || conn->peer_closed) {
 			err = -EPIPE;
 		} else {
-			uint64_t now = now_ns();
-			if (sent == 0 && cork_wanted_locked(conn, len, flags, now)) {
+			uint64_t now;
+			if (sent == 0 && cork_wanted_locked(conn, len, flags, &now)) {
 				int ret = cork_append_locked(conn, src, len, now);
 				if (ret == 0)
 					sent = len;
