@@ -15,10 +15,17 @@
 #     load goes on, and a new client after it is served over dpdk again
 #     (the BGSAVE child never touches the parent's port: dpdk_memif.sh).
 # The test runs in private mount and IPC namespaces with fresh tmpfs on
-# /dev/shm, /run and /tmp, so that anything any process leaves is seen.
+# /dev/shm, /run and /tmp, so that anything any process leaves is seen; /tmp
+# stays shared when the trees (or this script) live below it (a clone in /tmp:
+# a fresh tmpfs would hide them), and is then searched by name.
 if [ -z "${FSK_ROBUST_NS:-}" ] && unshare -m -i true 2>/dev/null; then
-	exec env FSK_ROBUST_NS=1 unshare -m -i sh -c \
-		'for d in /dev/shm /run /tmp; do mount -t tmpfs fsk-robust "$d" || exit 1; done
+	private_tmp=1
+	for d in "$0" "$top_srcdir" "$top_builddir"; do
+		case $(cd "$(dirname "$d")" && pwd -P)/ in /tmp/*) private_tmp=0 ;; esac
+	done
+	exec env FSK_ROBUST_NS=1 FSK_ROBUST_TMP=$private_tmp unshare -m -i sh -c \
+		'dirs="/dev/shm /run"; [ "$FSK_ROBUST_TMP" = 1 ] && dirs="$dirs /tmp"
+		 for d in $dirs; do mount -t tmpfs fsk-robust "$d" || exit 1; done
 		 exec sh "$0"' "$0"
 fi
 . "$top_srcdir/tests/accel/lib.sh"
@@ -46,7 +53,11 @@ cli_dev="net_memif0,role=client,socket=$sock,socket-abstract=no"
 leftovers() {
 	{
 		if [ -n "${FSK_ROBUST_NS:-}" ]; then
-			find /dev/shm /run /tmp -mindepth 1 2>/dev/null | grep -v "^$tmp\|^/run/dpdk$\|^$sockdir$\|^/run/mount"
+			private=/tmp
+			[ "${FSK_ROBUST_TMP:-1}" = 1 ] || private=
+			find /dev/shm /run $private -mindepth 1 2>/dev/null |
+				grep -v "^$tmp\|^/run/dpdk$\|^$sockdir$\|^/run/mount"
+			[ -n "$private" ] || find /tmp/dpdk -mindepth 1 2>/dev/null | grep "$1"
 			ipcs -m | awk '$1 ~ /^0x/'
 		else
 			find /dev/shm /run/dpdk ${XDG_RUNTIME_DIR:+"$XDG_RUNTIME_DIR/dpdk"} /tmp/dpdk \
