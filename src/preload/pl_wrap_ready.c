@@ -23,6 +23,15 @@ static inline bool stack_involved(void)
 	       !pl_guarded();
 }
 
+/* Coalesced sends (stk_cork.h) leave before the app waits, also on a set the
+ * stack does not know; not from a provider's own epoll_wait inside our call
+ * into it (it holds its locks). */
+static inline void cork_before_real_wait(void)
+{
+	if (!pl_guarded())
+		stk_cork_before_wait();
+}
+
 static inline int pl_ret(int ret)
 {
 	if (ret < 0) {
@@ -241,8 +250,7 @@ static inline int real_wait_done(int epfd, struct epoll_event *evs, int n, int m
 
 PL_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 {
-	if (!pl_guarded()) /* not a provider's own epoll inside our call into it */
-		stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
+	cork_before_real_wait();
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1))
 		return real_wait_done(epfd, evs, PL_REAL(epoll_wait)(epfd, evs, max, timeout), max,
@@ -253,8 +261,7 @@ PL_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout
 PL_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout,
 			  const sigset_t *mask)
 {
-	if (!pl_guarded()) /* not a provider's own epoll inside our call into it */
-		stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
+	cork_before_real_wait();
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1))
 		return real_wait_done(epfd, evs, PL_REAL(epoll_pwait)(epfd, evs, max, timeout, mask),
@@ -265,8 +272,7 @@ PL_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeou
 PL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
 			   const struct timespec *timeout, const sigset_t *mask)
 {
-	if (!pl_guarded()) /* not a provider's own epoll inside our call into it */
-		stk_cork_before_wait(); /* a kernel-only set: our staged bytes leave first */
+	cork_before_real_wait();
 	struct stk_sock *sock = pl_tracked(epfd);
 	if (__builtin_expect(!sock || !sock->epoll, 1)) {
 		int n = PL_REAL(epoll_pwait2)(epfd, evs, max, timeout, mask);
