@@ -43,7 +43,7 @@ static bool fd_nonblocking(int fd)
  * liveness channel, which outlives whatever the app does with its fd numbers. */
 static int private_dup(int fd)
 {
-	int priv = stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	int priv = stk_sys_dup_high(fd);
 	if (priv < 0)
 		fallback(STK_C_FALLBACK_NO_FD, fd, "no free fd for the liveness channel");
 	return priv;
@@ -369,7 +369,7 @@ struct stk_sock *stk_accel_adopt(int fd, int memfd)
 		goto fail;
 	sock = stk_sock_new(ss.ss_family, SOCK_STREAM, IPPROTO_TCP);
 	left = stk_leftover_open(memfd);
-	priv = stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	priv = stk_sys_dup_high(fd);
 	if (!sock || !left || priv < 0)
 		goto fail;
 	stk_sys.fcntl(memfd, F_SETFD, FD_CLOEXEC); /* kept: handed down again if needed */

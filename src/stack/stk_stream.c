@@ -19,7 +19,6 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/time.h>
 #include <time.h>
@@ -1003,13 +1002,10 @@ static int sigfd_watch(const sigset_t *caller_mask)
 	if (tls_sigfd < 0) {
 		/* It lives as long as the thread: keep it out of the low numbers the
 		 * app expects to get back (the lowest free one is POSIX's promise). */
-		struct rlimit rl;
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 128) {
-			int high = stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur / 2));
-			if (high >= 0) {
-				stk_sys.close(fd);
-				fd = high;
-			}
+		int high = stk_sys_dup_high(fd);
+		if (high >= 0) {
+			stk_sys.close(fd);
+			fd = high;
 		}
 		tls_sigfd = fd;
 		pthread_once(&sigfd_once, sigfd_init);

@@ -2,6 +2,7 @@
 #include "stack/stk_sys.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 struct stk_sys stk_sys = {
@@ -32,4 +33,15 @@ struct stk_sys stk_sys = {
 void stk_sys_install(const struct stk_sys *real)
 {
 	stk_sys = *real;
+}
+
+int stk_sys_dup_high(int fd)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 128 && rl.rlim_cur != RLIM_INFINITY) {
+		int high = stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur / 2));
+		if (high >= 0)
+			return high;
+	}
+	return stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, 0); /* the upper half is full */
 }

@@ -50,4 +50,10 @@ extern struct stk_sys stk_sys;
 /* Replace the table (called once by the preload at start-up). */
 void stk_sys_install(const struct stk_sys *real);
 
+/* A close-on-exec duplicate of fd for the stack's own use, placed in the upper
+ * half of RLIMIT_NOFILE when there is room: the app gets the lowest free number
+ * as on the kernel (POSIX), however the stack's fds come and go (a negotiation
+ * settling on the kernel releases one at any time). -1 (errno) on failure. */
+int stk_sys_dup_high(int fd);
+
 #endif
