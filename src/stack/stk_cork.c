@@ -22,7 +22,7 @@ static pthread_mutex_t cork_lock = PTHREAD_MUTEX_INITIALIZER;
 static int flusher_state;                  /* atomic: FLUSHER_* */
 static int flusher_waiting;                /* atomic: asleep on stk_cork_count */
 
-enum { FLUSHER_NONE, FLUSHER_STARTING, FLUSHER_RUNNING, FLUSHER_FAILED };
+enum { FLUSHER_NONE, FLUSHER_STARTING, FLUSHER_RUNNING, FLUSHER_FAILED, FLUSHER_STOPPED };
 
 static uint64_t now_ns(void)
 {
@@ -36,9 +36,9 @@ static void futex_op(uint32_t *word, int op, uint32_t val)
 	syscall(SYS_futex, word, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
 }
 
-void stk_cork_flush(uint64_t older_than)
+/* cork_lock held */
+static void flush_locked(uint64_t older_than)
 {
-	pthread_mutex_lock(&cork_lock);
 	for (unsigned w = 0; w < WORDS; w++) {
 		uint64_t set = __atomic_load_n(&bits[w], __ATOMIC_ACQUIRE);
 		while (set) {
@@ -51,6 +51,12 @@ void stk_cork_flush(uint64_t older_than)
 		if (!__atomic_load_n(&stk_cork_count, __ATOMIC_RELAXED))
 			break;
 	}
+}
+
+void stk_cork_flush(uint64_t older_than)
+{
+	pthread_mutex_lock(&cork_lock);
+	flush_locked(older_than);
 	pthread_mutex_unlock(&cork_lock);
 }
 
@@ -73,7 +79,13 @@ static void *flusher(void *arg)
 		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)(STK_CORK_MAX_NS / 2) };
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
 		uint64_t now = now_ns();
-		stk_cork_flush(now - STK_CORK_MAX_NS / 2);
+		pthread_mutex_lock(&cork_lock);
+		bool stopped = __atomic_load_n(&flusher_state, __ATOMIC_ACQUIRE) == FLUSHER_STOPPED;
+		if (!stopped)
+			flush_locked(now - STK_CORK_MAX_NS / 2);
+		pthread_mutex_unlock(&cork_lock);
+		if (stopped)
+			return NULL;
 	}
 	return NULL;
 }
@@ -95,14 +107,20 @@ static void start_flusher(void)
 	int ret = pthread_create(&tid, &attr, flusher, NULL);
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	int starting;
 	if (ret) {
 		/* the app's own triggers still apply; only the time bound is lost */
 		FSK_WARN("cork: no flusher thread (%s): coalesced sends leave at the "
 			 "process's next socket call", strerror(ret));
-		__atomic_store_n(&flusher_state, FLUSHER_FAILED, __ATOMIC_RELEASE);
+		starting = FLUSHER_STARTING;
+		__atomic_compare_exchange_n(&flusher_state, &starting, FLUSHER_FAILED, false,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 		return;
 	}
-	__atomic_store_n(&flusher_state, FLUSHER_RUNNING, __ATOMIC_RELEASE);
+	/* not over a stop made meanwhile (exit) */
+	starting = FLUSHER_STARTING;
+	__atomic_compare_exchange_n(&flusher_state, &starting, FLUSHER_RUNNING, false,
+				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
 void stk_cork_mark(uint32_t slot)
@@ -119,6 +137,13 @@ void stk_cork_unmark(uint32_t slot)
 {
 	__atomic_fetch_and(&bits[slot / 64], ~(1ull << (slot % 64)), __ATOMIC_RELEASE);
 	__atomic_fetch_sub(&stk_cork_count, 1, __ATOMIC_RELEASE);
+}
+
+void stk_cork_stop(void)
+{
+	pthread_mutex_lock(&cork_lock);
+	__atomic_store_n(&flusher_state, FLUSHER_STOPPED, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&cork_lock);
 }
 
 void stk_cork_barrier(void)

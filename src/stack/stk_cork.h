@@ -58,6 +58,11 @@ static inline void stk_cork_before_wait(void)
 		stk_cork_flush(0);
 }
 
+/* The process ends (stk_conn_end_all): the flusher touches no connection or
+ * provider from now on (their teardown at exit runs beside it); the caller
+ * sends what is staged. */
+void stk_cork_stop(void);
+
 /* stk_conn_destroy: the conn is out of the table; wait out a flusher that may
  * hold it. */
 void stk_cork_barrier(void);

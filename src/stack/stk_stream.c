@@ -1782,6 +1782,7 @@ static bool goodbye(struct stk_conn *conn, bool abortive)
 
 void stk_conn_end_all(void)
 {
+	stk_cork_stop();
 	for (unsigned slot = 0; slot < STK_CONN_MAX; slot++) {
 		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
 		if (!conn || !conn->fab)
