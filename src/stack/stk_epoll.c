@@ -362,10 +362,13 @@ static void remove_item(struct stk_epoll *ep, struct ep_item *it)
 {
 	if (it->conn)
 		forget_fab(ep, it);
+	/* off the watch first: a delivery in another thread (the negotiation
+	 * thread, the cork flusher) may be queueing it under the watch lock, and
+	 * would put a freed item back on the ready list */
+	bool shared = watch_unlink(it);
 	spin_lock(&ep->rdl);
 	rdl_unlink(ep, it);
 	spin_unlock(&ep->rdl);
-	bool shared = watch_unlink(it);
 	if (it->conn && it->live_fd >= 0 && !shared)
 		sys_ctl(ep->priv, EPOLL_CTL_DEL, it->live_fd, 0, 0);
 	if (it->inner)
