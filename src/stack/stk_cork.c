@@ -66,6 +66,7 @@ void stk_cork_flush(uint64_t older_than)
 static void *flusher(void *arg)
 {
 	(void)arg;
+	stk_log_thread_internal();
 	prctl(PR_SET_TIMERSLACK, 1000UL); /* the tick is tens of µs: no 50 µs slack */
 	for (;;) {
 		if (__atomic_load_n(&stk_cork_count, __ATOMIC_SEQ_CST) == 0) {

@@ -713,6 +713,7 @@ static void *thread_main(void *arg)
 	int epfd = (int)(id & 0xffffffffu);
 	unsigned gen = (unsigned)(id >> 32);
 	in_thread = true;
+	stk_log_thread_internal();
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* the app's signals are not for us */

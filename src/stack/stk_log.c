@@ -74,26 +74,108 @@ int stk_log_open_file(const char *path)
 	return 0;
 }
 
-/* The fd to write to: our log file if the number still names it, else the file
- * reopened; never an fd the application has taken over. -1: nowhere to log. */
-static int current_log_fd(void)
+/* Lines logged by the library's own threads (negotiation, cork flusher) while
+ * the log file is closed behind our back (closefrom(3) in a daemon): an open()
+ * there would take the lowest free number for a moment, the one the app's
+ * next open() is owed. They wait here, and the next line logged by an app
+ * thread (inside a call the app made, where a moment's fd is invisible) or the
+ * end of the process reopens the file and writes them first. */
+static struct {
+	char buf[16384];
+	size_t len;
+	unsigned long dropped;
+} pending;
+static __thread bool thread_internal;
+
+void stk_log_thread_internal(void)
 {
-	if (!log_file.open)
-		return log_fd;
-	pthread_mutex_lock(&log_file_lock);
+	thread_internal = true;
+}
+
+/* log_file_lock held. Our log file's fd if the number still names it, else the
+ * file reopened (not from an internal thread: -1). */
+static int file_fd_locked(bool may_open)
+{
 	struct stat st;
 	int fd = log_fd;
-	if (fstat(fd, &st) != 0 || st.st_dev != log_file.dev || st.st_ino != log_file.ino) {
-		/* Closed, or the number is someone else's now: do not touch it. */
-		fd = open_high(log_file.path, &st);
-		if (fd >= 0) {
-			log_file.dev = st.st_dev;
-			log_file.ino = st.st_ino;
-			log_fd = fd;
+	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == log_file.dev &&
+	    st.st_ino == log_file.ino)
+		return fd;
+	/* Closed, or the number is someone else's now: do not touch it. */
+	log_fd = -1;
+	if (!may_open)
+		return -1;
+	fd = open_high(log_file.path, &st);
+	if (fd >= 0) {
+		log_file.dev = st.st_dev;
+		log_file.ino = st.st_ino;
+		log_fd = fd;
+	}
+	return fd;
+}
+
+static void queue_locked(const char *line, size_t len)
+{
+	if (pending.len + len > sizeof(pending.buf)) {
+		pending.dropped++;
+		return;
+	}
+	memcpy(pending.buf + pending.len, line, len);
+	pending.len += len;
+}
+
+/* log_file_lock held, fd is the log file: the waiting lines go first. */
+static void flush_pending_locked(int fd)
+{
+	if (pending.len) {
+		ssize_t ret = stk_sys.write(fd, pending.buf, pending.len);
+		(void)ret;
+		pending.len = 0;
+	}
+	if (pending.dropped) {
+		char note[128];
+		int n = snprintf(note, sizeof(note),
+				 "fabsock[%d]: warn: %lu log lines lost while the log file "
+				 "was closed\n", (int)getpid(), pending.dropped);
+		ssize_t ret = stk_sys.write(fd, note, (size_t)n);
+		(void)ret;
+		pending.dropped = 0;
+	}
+}
+
+static void write_line(const char *line, size_t len)
+{
+	if (!log_file.open) {
+		if (log_fd >= 0) {
+			ssize_t ret = stk_sys.write(log_fd, line, len);
+			(void)ret; /* nowhere left to report a failed log write */
 		}
+		return;
+	}
+	pthread_mutex_lock(&log_file_lock);
+	int fd = file_fd_locked(!thread_internal);
+	if (fd < 0) {
+		if (thread_internal)
+			queue_locked(line, len);
+	} else {
+		flush_pending_locked(fd);
+		ssize_t ret = stk_sys.write(fd, line, len);
+		(void)ret;
 	}
 	pthread_mutex_unlock(&log_file_lock);
-	return fd;
+}
+
+void stk_log_flush(void)
+{
+	if (!log_file.open || thread_internal)
+		return;
+	pthread_mutex_lock(&log_file_lock);
+	if (pending.len || pending.dropped) {
+		int fd = file_fd_locked(true);
+		if (fd >= 0)
+			flush_pending_locked(fd);
+	}
+	pthread_mutex_unlock(&log_file_lock);
 }
 
 int stk_log_get_fd(void)
@@ -133,9 +215,5 @@ void stk_log(enum stk_log_level level, const char *fmt, ...)
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2; /* truncated: keep the newline */
 	line[len++] = '\n';
-	int fd = current_log_fd();
-	if (fd < 0)
-		return;
-	ssize_t ret = stk_sys.write(fd, line, len);
-	(void)ret; /* nowhere left to report a failed log write */
+	write_line(line, len);
 }

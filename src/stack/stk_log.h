@@ -27,6 +27,15 @@ int stk_log_get_fd(void);
  * Returns 0 or -errno. */
 int stk_log_open_file(const char *path);
 
+/* The calling thread is one of the library's own: it never reopens the log
+ * file (an open() takes the lowest free fd number for a moment, which a
+ * single-threaded app's next open() is owed). Its lines wait for an app
+ * thread's next line or for stk_log_flush. */
+void stk_log_thread_internal(void);
+
+/* Write lines still waiting for the log file (end of process). */
+void stk_log_flush(void);
+
 void stk_log(enum stk_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

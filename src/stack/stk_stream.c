@@ -1792,6 +1792,7 @@ void stk_conn_end_all(void)
 		else if (stk_conn_on_fabric(conn))
 			goodbye(conn, false);
 	}
+	stk_log_flush(); /* lines of our threads still waiting for the log file */
 }
 
 int stk_close(struct stk_conn *conn, bool abortive)

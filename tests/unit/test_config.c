@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,45 @@ START_TEST(test_log_file_survives_fd_reuse)
 }
 END_TEST
 
+/* A line logged by one of the library's threads while the log file is closed
+ * behind our back does not reopen it there (the app's next open() must get the
+ * lowest free number); it is written before the app thread's next line. */
+static void *log_internal(void *arg)
+{
+	(void)arg;
+	stk_log_thread_internal();
+	stk_log(STK_LOG_ERROR, "from our thread");
+	return NULL;
+}
+
+START_TEST(test_log_file_internal_thread_waits)
+{
+	char log_path[32], buf[512] = { 0 };
+	write_temp(log_path, "");
+	ck_assert_int_eq(stk_log_open_file(log_path), 0);
+	close(stk_log_get_fd()); /* the app's closefrom() */
+	int lowest = dup(0);
+	close(lowest);
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, log_internal, NULL), 0);
+	pthread_join(t, NULL);
+	int fd = open(log_path, O_RDONLY);
+	ck_assert_int_eq(fd, lowest); /* nothing of ours took it */
+	ck_assert_int_eq(read(fd, buf, sizeof(buf) - 1), 0);
+	stk_log(STK_LOG_ERROR, "from the app");
+	ck_assert_int_gt(read(fd, buf, sizeof(buf) - 1), 0);
+	close(fd);
+	char *ours = strstr(buf, "error: from our thread\n");
+	char *app = strstr(buf, "error: from the app\n");
+	ck_assert_ptr_nonnull(ours);
+	ck_assert_ptr_nonnull(app);
+	ck_assert(ours < app);
+	close(stk_log_get_fd());
+	stk_log_set_fd(log_pipe[1]);
+	unlink(log_path);
+}
+END_TEST
+
 /* Each bad environment disables the library with exactly one error line that
  * names the culprit. */
 static const struct {
@@ -285,6 +325,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, test_rules_and_default);
 	tcase_add_test(tc, test_config_file_after_inline);
 	tcase_add_test(tc, test_log_file);
+	tcase_add_test(tc, test_log_file_internal_thread_waits);
 	tcase_add_test(tc, test_log_file_survives_fd_reuse);
 	tcase_add_loop_test(tc, test_bad_values_disable, 0,
 			    (int)(sizeof(bad_env) / sizeof(bad_env[0])));
