@@ -42,6 +42,8 @@
 	X(BYTES_RX_DPDK, "bytes_rx_dpdk", "payload bytes received over dpdk") \
 	X(MSGS_TX, "msgs_tx", "fabric messages sent") \
 	X(MSGS_RX, "msgs_rx", "fabric messages received") \
+	X(SLEEP_LATE_WAKES, "sleep_late_wakes", \
+	  "sleeps on accelerated sockets that ended at their safety cap with the socket ready") \
 	X(DOORBELLS, "doorbells", \
 	  "wake-ups of a peer asleep in the kernel (fabrics without a wait fd: shm)") \
 	X(MIGRATED_TO_KERNEL, "migrated_to_kernel", \

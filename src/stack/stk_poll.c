@@ -4,7 +4,9 @@
 #include "stack/stk_ready.h"
 #include "stack/stk_config.h"
 #include "stack/stk_cork.h"
+#include "stack/stk_counters.h"
 #include "stack/stk_stream.h"
+#include "stack/stk_wake.h"
 
 #include <errno.h>
 #include <string.h>
@@ -105,9 +107,25 @@ static void sleepers(struct stk_conn **conns, nfds_t nfds, int n)
 			stk_ready_ops.sleepers(conns[i], n);
 }
 
-/* The mixed case. k has room for nfds + STK_READY_FAB_MAX entries. */
+/* Link (on) or unlink this thread's wake-up (stk_wake.h; proto, copied into
+ * nodes[i]) on every accelerated socket of the set. */
+static void wake_links(struct stk_conn **conns, nfds_t nfds, struct stk_wake_node *nodes,
+		       const struct stk_wake_node *proto, bool on)
+{
+	for (nfds_t i = 0; i < nfds; i++) {
+		if (!conns[i])
+			continue;
+		if (on)
+			nodes[i] = *proto;
+		stk_ready_ops.wake_link(conns[i], &nodes[i], on);
+	}
+}
+
+/* The mixed case. k has room for nfds + STK_READY_FAB_MAX + 1 entries, nodes
+ * for nfds. */
 static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, nfds_t nacc,
-		      struct pollfd *k, uint64_t deadline, const sigset_t *sigmask)
+		      struct pollfd *k, struct stk_wake_node *nodes, uint64_t deadline,
+		      const sigset_t *sigmask)
 {
 	struct stk_ready_fabs fabs = { .n = 0 };
 	struct stk_ready_sigs sigs = { .blocked = false };
@@ -129,8 +147,15 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			k[i].revents = 0;
 		}
 	}
+	bool capped_out = false; /* the last sleep ended at the safety cap */
+	bool want_out = false;
+	for (nfds_t i = 0; i < nfds; i++)
+		want_out |= conns[i] && (fds[i].events & POLLOUT);
 	for (;;) {
 		int cnt = eval_accel(fds, nfds, conns);
+		if (cnt && capped_out)
+			stk_count(STK_C_SLEEP_LATE_WAKES); /* a wake-up was missed */
+		capped_out = false;
 		if (kernel_fresh) {
 			cnt += take_kernel(fds, nfds, conns, k);
 		} else if (nkern || check_live) {
@@ -171,9 +196,26 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 				continue; /* announced: look once more before sleeping */
 			}
 			if (b == STK_READY_BELLS_SLEEP)
-				slice = STK_SLEEP_CAP_NS; /* see stk_stream.h, "Sleeping" */
+				slice = UINT64_MAX; /* covered: the cap below */
 		}
 		bool negotiating = arm_liveness(fds, k, nfds, conns);
+		/* from here on any change of an accelerated socket, made by any
+		 * thread, wakes us */
+		struct stk_wake_node proto;
+		nfds_t nsleep = nfds + (nfds_t)nw;
+		bool woken = stk_ready_ops.wake_link && stk_wake_prepare(&proto);
+		if (woken) {
+			wake_links(conns, nfds, nodes, &proto, true);
+			if (eval_accel(fds, nfds, conns) > 0) {
+				wake_links(conns, nfds, nodes, &proto, false);
+				if (bells_on)
+					sleepers(conns, nfds, -1);
+				continue; /* delivered by another thread meanwhile */
+			}
+			k[nsleep].fd = stk_wake_fd(&proto);
+			k[nsleep].events = POLLIN;
+			k[nsleep++].revents = 0;
+		}
 		uint64_t now = stk_ready_now_ns();
 		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER
 				 : deadline > now       ? deadline - now
@@ -182,20 +224,24 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			sleep = slice;
 		if (negotiating && sleep > STK_READY_SLICE_MAX_NS)
 			sleep = STK_READY_SLICE_MAX_NS;
-		/* A wait fd is shared by every thread of the process: another
-		 * sleeper woken by it may drain the completions (and the fd, at
-		 * its next trywait) that carried our data or credits before we
-		 * ran, and nothing signals us again. Bound the sleep as
-		 * stk_conn_wait does (STK_SLEEP_CAP_NS) until per-connection
-		 * wake-ups exist. */
-		if (nw > 0 && sleep > STK_SLEEP_CAP_NS)
-			sleep = STK_SLEEP_CAP_NS;
+		/* Covered by doorbells or a wait fd: both are shared by every
+		 * thread of the process (another one may consume what was ours):
+		 * the wake-up above is exact, the cap a safety net (stk_stream.h) */
+		uint64_t cap = stk_sleep_cap(woken, want_out);
+		if ((nw > 0 || slice == UINT64_MAX) && sleep > cap)
+			sleep = cap;
+		bool capped = sleep == cap && deadline - now > cap;
 		struct timespec ts = ns_to_ts(sleep);
-		int n = stk_ready_sys_ppoll(k, nfds + (nfds_t)nw,
-					    sleep == STK_READY_NEVER ? NULL : &ts,
+		int n = stk_ready_sys_ppoll(k, nsleep, sleep == STK_READY_NEVER ? NULL : &ts,
 					    stk_ready_sleep_mask(&sigs, sigmask));
+		if (woken) {
+			wake_links(conns, nfds, nodes, &proto, false);
+			if (n > 0 && k[nsleep - 1].revents)
+				stk_wake_drain(&proto);
+		}
 		if (bells_on)
 			sleepers(conns, nfds, -1);
+		capped_out = n == 0 && capped;
 		if (n < 0) {
 			ret = n; /* -EINTR: a signal was delivered during the sleep */
 			break;
@@ -214,16 +260,19 @@ static int poll_deadline(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 			 const struct timespec *timeout, const sigset_t *sigmask)
 {
 	struct stk_conn *small_conns[STACK_FDS];
-	struct pollfd small_k[STACK_FDS + STK_READY_FAB_MAX];
+	struct pollfd small_k[STACK_FDS + STK_READY_FAB_MAX + 1];
+	struct stk_wake_node small_nodes[STACK_FDS];
 	struct stk_conn **conns = small_conns;
 	struct pollfd *k = small_k;
+	struct stk_wake_node *nodes = small_nodes;
 	stk_cork_before_wait();
 	if (nfds > STACK_FDS) {
 		if (nfds > (1u << 20))
 			return -EINVAL;
 		conns = stk_ready_scratch(0, nfds * sizeof(*conns));
-		k = stk_ready_scratch(1, (nfds + STK_READY_FAB_MAX) * sizeof(*k));
-		if (!conns || !k)
+		k = stk_ready_scratch(1, (nfds + STK_READY_FAB_MAX + 1) * sizeof(*k));
+		nodes = stk_ready_scratch(3, nfds * sizeof(*nodes));
+		if (!conns || !k || !nodes)
 			return -ENOMEM;
 	}
 	nfds_t nacc = lookup_all(fds, nfds, conns);
@@ -231,7 +280,7 @@ static int poll_deadline(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 		return stk_ready_sys_ppoll(fds, nfds, timeout, sigmask);
 	if (deadline == DEADLINE_FROM_TIMEOUT) /* only now: no clock read when all-kernel */
 		deadline = stk_ready_deadline_ts(timeout);
-	return poll_mixed(fds, nfds, conns, nacc, k, deadline, sigmask);
+	return poll_mixed(fds, nfds, conns, nacc, k, nodes, deadline, sigmask);
 }
 
 static bool timespec_valid(const struct timespec *ts)

@@ -70,6 +70,7 @@ static int fab_wait_fd(struct stk_fab *fab)
 	.phase = conn_phase, \
 	.announce = stk_conn_sleep_announce, \
 	.sleepers = stk_conn_sleepers_add, \
+	.wake_link = stk_conn_wake_link, \
 }
 
 const struct stk_ready_ops stk_ready_ops_default = READY_OPS_REAL;

@@ -71,6 +71,7 @@
 
 struct stk_conn;
 struct stk_fab;
+struct stk_wake_node;
 
 /* Who watches a connection (or a nested epoll object): the epoll items that
  * must hear of its changes so that epoll_wait looks only at its READY LIST
@@ -132,6 +133,9 @@ struct stk_ready_ops {
 	int (*announce)(struct stk_conn *conn, bool send);
 	/* Optional: stk_conn_sleepers_add (poll's sleeps on the conn). */
 	void (*sleepers)(struct stk_conn *conn, int n);
+	/* Optional (NULL: sleeps stay bounded by STK_SLEEP_CAP_NS alone):
+	 * stk_conn_wake_link, a sleeping thread's wake-up (stk_wake.h). */
+	void (*wake_link)(struct stk_conn *conn, struct stk_wake_node *node, bool on);
 };
 
 extern struct stk_ready_ops stk_ready_ops;

@@ -8,6 +8,7 @@
 #include "stack/stk_log.h"
 #include "stack/stk_migrate.h"
 #include "stack/stk_ready.h"
+#include "stack/stk_wake.h"
 #include "stack/stk_stream_proto.h"
 #include "stack/stk_sys.h"
 
@@ -547,9 +548,13 @@ int stk_conn_migrate_finish(struct stk_conn *conn, bool give_up)
 
 /* A state change is complete (lock held): tell epoll sets watching us. The
  * generation was bumped before the change (ET readers read events first). */
+/* Something that can raise a readiness bit changed (lock held): epoll items,
+ * and the threads sleeping on the conn (stk_wake.h), hear of it. */
 static void changed(struct stk_conn *conn)
 {
 	stk_ready_notify(&conn->watch);
+	for (struct stk_wake_node *n = conn->wakers; n; n = n->next)
+		stk_wake_ring(n);
 }
 
 /* The peer's MIGRATE arrived (lock held, inside the delivery): answer it now
@@ -747,6 +752,22 @@ static void announce_again_locked(struct stk_conn *conn)
 void stk_conn_sleepers_add(struct stk_conn *conn, int n)
 {
 	__atomic_add_fetch(&conn->sleepers, n, __ATOMIC_SEQ_CST);
+}
+
+void stk_conn_wake_link(struct stk_conn *conn, struct stk_wake_node *node, bool on)
+{
+	pthread_mutex_lock(&conn->lock);
+	struct stk_wake_node **pp = &conn->wakers;
+	if (on) {
+		node->next = *pp;
+		*pp = node;
+	} else {
+		while (*pp && *pp != node)
+			pp = &(*pp)->next;
+		if (*pp)
+			*pp = node->next;
+	}
+	pthread_mutex_unlock(&conn->lock);
 }
 
 /* Post one message as it is (lock held): post_locked without the staged
@@ -1589,8 +1610,8 @@ int stk_conn_sleep_announce(struct stk_conn *conn, bool send)
 /* Sleeping: with a CQ wait fd (tcp) we ppoll it together with the kernel
  * connection after fi_trywait; without one (shm) we ppoll the kernel
  * connection, in slices growing from 20 µs until the doorbell is announced
- * (stk_conn_sleep_announce), then without slices. Either way at most
- * STK_SLEEP_CAP_NS: a state change made by another thread signals no fd. */
+ * (stk_conn_sleep_announce), then without slices. Either way with the thread's
+ * wake-up (stk_wake.h) and at most stk_sleep_cap() (stk_stream.h). */
 /* Returns the events, 0 at the deadline, -EINTR when the sleep was interrupted
  * by a signal (sleep_mask given) or sigfd (>= 0, also polled) became readable. */
 static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int sigfd,
@@ -1612,7 +1633,7 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 			cpu_relax();
 			continue;
 		}
-		struct pollfd pfd[3] = { { .fd = __atomic_load_n(&conn->fd, __ATOMIC_ACQUIRE),
+		struct pollfd pfd[4] = { { .fd = __atomic_load_n(&conn->fd, __ATOMIC_ACQUIRE),
 					   .events = POLLIN | POLLRDHUP } };
 		nfds_t nfds = 1;
 		uint64_t sleep = deadline - now;
@@ -1634,9 +1655,26 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 			pfd[nfds].fd = wfd;
 			pfd[nfds++].events = POLLIN;
 		}
+		/* from here on any change of the conn, by any thread, wakes us */
+		struct stk_wake_node wake;
+		int wake_idx = -1;
+		if (!until && stk_wake_prepare(&wake)) {
+			stk_conn_wake_link(conn, &wake, true);
+			if (stk_poll_events(conn) & events) {
+				stk_conn_wake_link(conn, &wake, false);
+				stk_conn_sleepers_add(conn, -1);
+				continue; /* delivered by another thread meanwhile */
+			}
+			wake_idx = (int)nfds;
+			pfd[nfds].fd = stk_wake_fd(&wake);
+			pfd[nfds++].events = POLLIN;
+		}
+		bool capped = false;
 		if (wfd >= 0 || bell == STK_SLEEP_COVERED) {
-			if (sleep > STK_SLEEP_CAP_NS)
-				sleep = STK_SLEEP_CAP_NS;
+			uint64_t cap = stk_sleep_cap(wake_idx >= 0, events & POLLOUT);
+			capped = sleep > cap;
+			if (capped)
+				sleep = cap;
 		} else {
 			if (sleep > backoff)
 				sleep = backoff;
@@ -1652,7 +1690,14 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 		struct timespec ts = { .tv_sec = (time_t)(sleep / 1000000000ull),
 				       .tv_nsec = (long)(sleep % 1000000000ull) };
 		int n = stk_ready_sys_ppoll(pfd, nfds, &ts, sleep_mask);
+		if (wake_idx >= 0) {
+			stk_conn_wake_link(conn, &wake, false);
+			if (n > 0 && pfd[wake_idx].revents)
+				stk_wake_drain(&wake);
+		}
 		stk_conn_sleepers_add(conn, -1);
+		if (n == 0 && capped && (stk_poll_events(conn) & events))
+			stk_count(STK_C_SLEEP_LATE_WAKES); /* a wake-up was missed */
 		if (n == -EINTR)
 			return -EINTR;
 		if (n > 0 && pfd[0].revents && !until)

@@ -56,10 +56,12 @@
  *    wait sleeps on the conn (stk_conn_sleepers_add, Dekker on the flag and
  *    the count) and tells epoll sets (they re-scan and announce again);
  *  - a doorbell consumed by one thread is not seen by another thread sleeping
- *    on the same kernel connection: poll and blocking waits covered by
- *    doorbells sleep at most STK_SLEEP_CAP_NS (a state change made by another
- *    thread, shutdown for one, signals no fd either); epoll sets are woken by
- *    the consumer's readiness notification;
+ *    on the same kernel connection (nor is a state change made by another
+ *    thread, shutdown for one, or a delivery by a thread that drained a shared
+ *    wait fd): every poll or blocking wait links its thread's wake-up on the
+ *    conns it sleeps on (stk_wake.h), which every change rings, and sleeps at
+ *    most stk_sleep_cap() as a safety net; epoll sets are woken by the
+ *    consumer's readiness notification;
  *  - the connection migrates while asleep: MIGRATE rings like any message and
  *    counts the doorbells before the stream; the data then arrives on the very
  *    fd slept on. A peer that closed or reset has nothing more to say: such a
@@ -87,6 +89,7 @@
 #include "stack/stk_ready.h"
 
 struct stk_fab;
+struct stk_wake_node;
 
 #define STK_CONN_MAX 65536  /* slots per process (connection table size) */
 
@@ -176,6 +179,8 @@ struct stk_conn {
 	bool sleep_announced;     /* atomic: our SLEEP is out, not cleared since */
 	int sleepers;             /* atomic: threads of ours in a poll or blocking
 				   * wait on the conn (stk_conn_sleepers_add) */
+	struct stk_wake_node *wakers; /* those threads' wake-ups (stk_wake.h), rung
+				   * on every change (protected by lock) */
 	uint8_t bell_owed;        /* a byte written, no message counted it yet:
 				   * BELL_OWED (a post follows), BELL_OWED_QUEUED
 				   * (that post failed: answer_pending posts a BELL) */
@@ -281,11 +286,24 @@ void stk_conn_check_liveness(struct stk_conn *conn);
  * sleep in slices. */
 enum { STK_SLEEP_NO = -1, STK_SLEEP_COVERED = 0, STK_SLEEP_SENT = 1 };
 int stk_conn_sleep_announce(struct stk_conn *conn, bool send);
-#define STK_SLEEP_CAP_NS 200000000ull /* a covered poll or blocking wait: at most */
+/* A covered poll or blocking wait sleeps at most this: 200 ms without a
+ * thread wake-up (stk_wake.h) or when waiting for POLLOUT (provider room comes
+ * back with completions any thread may take, no change of the connection);
+ * else 1 s, a safety net only (sleep_late_wakes counts what it catches). */
+#define STK_SLEEP_CAP_NS 200000000ull
+#define STK_SLEEP_SAFETY_NS 1000000000ull
+static inline uint64_t stk_sleep_cap(bool woken, bool want_out)
+{
+	return woken && !want_out ? STK_SLEEP_SAFETY_NS : STK_SLEEP_CAP_NS;
+}
 /* A poll or blocking wait is about to sleep on conn (+1, before it asks
  * stk_conn_sleep_announce) or woke up (-1): a thread that sends on the conn
  * meanwhile announces again for it. */
 void stk_conn_sleepers_add(struct stk_conn *conn, int n);
+/* A thread sleeping on conn links its wake-up node (stk_wake.h) for the
+ * sleep (on) and unlinks it after (off): every change of the connection from
+ * then on, made by any thread, rings it. */
+void stk_conn_wake_link(struct stk_conn *conn, struct stk_wake_node *node, bool on);
 /* Changes whenever something arrived for the connection (data, credit, FIN,
  * RST, peer death): for edge-triggered readiness. */
 uint64_t stk_conn_generation(struct stk_conn *conn);

@@ -5,8 +5,10 @@
 # context switches (voluntary + involuntary, all threads) may grow by at most
 # MAX_SWITCHES (a timer-sliced wait makes thousands). Then traffic flows again at
 # once: a bounded byte-checked echo (also when a reader thread slept through the
-# idle period and another thread writes). Also a server whose connection migrated
-# to the kernel (it forked) idles in epoll_wait without slices.
+# idle period and another thread writes), each sleep woken by what it waited
+# for, never by the safety cap (counter sleep_late_wakes). Also a server whose
+# connection migrated to the kernel (it forked) idles in epoll_wait without
+# slices.
 . "$top_srcdir/tests/accel/lib.sh"
 idle_py="$top_srcdir/tests/accel/idle.py"
 IDLE_S=2
@@ -66,6 +68,10 @@ run_case() { # provider, mode, extra server option
 	[ $crc -eq 0 ] && [ $src -eq 0 ] ||
 		{ echo "FAIL: $name: client $crc server $src"; tail -n 5 "$tmp/cli.log" "$tmp/srv.log"
 		  return 1; }
+	# every sleep was woken by what it waited for, never by the safety cap
+	late=$(($(counter "$tmp/cli.log" sleep_late_wakes) + $(counter "$tmp/srv.log" sleep_late_wakes)))
+	[ "$late" -eq 0 ] ||
+		{ echo "FAIL: $name: $late sleeps missed their wake-up (sleep_late_wakes)"; return 1; }
 	[ $ds -le $MAX_SWITCHES ] && [ $dc -le $MAX_SWITCHES ] ||
 		{ echo "FAIL: $name: an idle process woke up more than $MAX_SWITCHES times"; return 1; }
 	# promptly: a round trip on shm takes well under a millisecond; a lost
