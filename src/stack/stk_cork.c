@@ -2,6 +2,7 @@
 #include "stack/stk_cork.h"
 #include "stack/stk_log.h"
 #include "stack/stk_stream.h"
+#include "stack/stk_thread.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -66,7 +67,6 @@ void stk_cork_flush(uint64_t older_than)
 static void *flusher(void *arg)
 {
 	(void)arg;
-	stk_log_thread_internal();
 	prctl(PR_SET_TIMERSLACK, 1000UL); /* the tick is tens of µs: no 50 µs slack */
 	for (;;) {
 		if (__atomic_load_n(&stk_cork_count, __ATOMIC_SEQ_CST) == 0) {
@@ -97,17 +97,7 @@ static void start_flusher(void)
 	if (!__atomic_compare_exchange_n(&flusher_state, &none, FLUSHER_STARTING, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old); /* the app's signals are not for us */
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
-	pthread_t tid;
-	int ret = pthread_create(&tid, &attr, flusher, NULL);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	int ret = stk_thread_start(flusher, NULL, 64 * 1024);
 	int starting;
 	if (ret) {
 		/* the app's own triggers still apply; only the time bound is lost */

@@ -12,6 +12,7 @@
 #include "stack/stk_ready.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
+#include "stack/stk_thread.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -505,6 +506,10 @@ static pid_t thread_pid;            /* the process that owns the thread */
 static unsigned thread_gen;         /* which thread is the current one (an fd number
 				     * may come back, as a new epoll fd of ours) */
 static __thread bool in_thread;     /* the calling thread is the negotiation thread */
+/* Held by the negotiation thread while it works (not while it sleeps), and by
+ * a forking thread across fork(): the child never inherits a lock or a heap
+ * the thread held half-way (an allocator's lock under ASan, the log's lock). */
+static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* reg_lock held: the thread's fds are still ours. An app that closes every fd
  * above stderr (closefrom in a daemon) reuses the numbers at once, for a file, a
@@ -713,10 +718,6 @@ static void *thread_main(void *arg)
 	int epfd = (int)(id & 0xffffffffu);
 	unsigned gen = (unsigned)(id >> 32);
 	in_thread = true;
-	stk_log_thread_internal();
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL); /* the app's signals are not for us */
 	struct epoll_event evs[256];
 	uint64_t wait_ns = 0;
 	for (;;) {
@@ -742,19 +743,23 @@ static void *thread_main(void *arg)
 			return NULL;
 		}
 		struct stk_lazy *dead = NULL;
+		pthread_mutex_lock(&work_lock);
 		pthread_mutex_lock(&reg_lock);
 		/* the AGAIN queue is due when we slept for it */
 		bool ok = take_events(epfd, gen, evs, n < 0 ? 0 : n, wait_ns != 0 || n <= 0,
 				      &dead);
 		pthread_mutex_unlock(&reg_lock);
-		if (!ok)
+		if (!ok) {
+			pthread_mutex_unlock(&work_lock);
 			return NULL;
+		}
 		while (dead) {
 			struct stk_lazy *l = dead;
 			dead = l->qnext;
 			free_lazy(l);
 		}
 		wait_ns = visit_todo();
+		pthread_mutex_unlock(&work_lock);
 	}
 	return NULL;
 }
@@ -801,15 +806,9 @@ static int ensure_thread_locked(void)
 		struct epoll_event ev = { .events = thread_events(l), .data.ptr = l };
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_ADD, l->conn->fd, &ev);
 	}
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	pthread_t tid;
 	thread_gen++;
 	uint64_t id = (uint64_t)thread_gen << 32 | (uint32_t)thread_epfd;
-	int ret = pthread_create(&tid, &attr, thread_main, (void *)(uintptr_t)id);
-	pthread_attr_destroy(&attr);
+	int ret = stk_thread_start(thread_main, (void *)(uintptr_t)id, 256 * 1024);
 	if (ret) {
 		stk_sys.close(thread_wakefd);
 		stk_sys.close(thread_epfd);
@@ -1164,4 +1163,19 @@ short stk_lazy_events(struct stk_conn *conn)
 	if (k & (POLLERR | POLLHUP | POLLRDHUP))
 		ev |= POLLIN;
 	return ev;
+}
+
+void stk_lazy_atfork_prepare(void)
+{
+	pthread_mutex_lock(&work_lock);
+}
+
+void stk_lazy_atfork_parent(void)
+{
+	pthread_mutex_unlock(&work_lock);
+}
+
+void stk_lazy_atfork_child(void)
+{
+	pthread_mutex_init(&work_lock, NULL);
 }

@@ -81,4 +81,10 @@ short stk_lazy_events(struct stk_conn *conn);
 /* The conn is being closed: forget it (the thread never touches it again). */
 void stk_lazy_forget(struct stk_conn *conn);
 
+/* fork (from stk_migrate's handlers): the negotiation thread finishes what it
+ * is doing and waits until the fork is over. */
+void stk_lazy_atfork_prepare(void);
+void stk_lazy_atfork_parent(void);
+void stk_lazy_atfork_child(void);
+
 #endif

@@ -217,3 +217,18 @@ void stk_log(enum stk_log_level level, const char *fmt, ...)
 	line[len++] = '\n';
 	write_line(line, len);
 }
+
+void stk_log_atfork_prepare(void)
+{
+	pthread_mutex_lock(&log_file_lock);
+}
+
+void stk_log_atfork_parent(void)
+{
+	pthread_mutex_unlock(&log_file_lock);
+}
+
+void stk_log_atfork_child(void)
+{
+	pthread_mutex_init(&log_file_lock, NULL);
+}

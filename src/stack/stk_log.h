@@ -36,6 +36,12 @@ void stk_log_thread_internal(void);
 /* Write lines still waiting for the log file (end of process). */
 void stk_log_flush(void);
 
+/* fork: no other thread is half-way through a line (taken last: any holder of
+ * the stack's other locks may log). */
+void stk_log_atfork_prepare(void);
+void stk_log_atfork_parent(void);
+void stk_log_atfork_child(void);
+
 void stk_log(enum stk_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

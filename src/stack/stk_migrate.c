@@ -7,6 +7,7 @@
 #include "stack/stk_counters.h"
 #include "stack/stk_epoll.h"
 #include "stack/stk_fab.h"
+#include "stack/stk_lazy.h"
 #include "stack/stk_log.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
@@ -292,21 +293,27 @@ unsigned stk_migrate_all(enum stk_migrate_reason why)
 
 void stk_migrate_atfork_prepare(void)
 {
+	stk_lazy_atfork_prepare();
 	stk_epoll_atfork_prepare();
 	stk_conn_atfork_prepare();
 	stk_fab_atfork_prepare();
+	stk_log_atfork_prepare();
 }
 
 void stk_migrate_atfork_parent(void)
 {
+	stk_log_atfork_parent();
 	stk_fab_atfork_parent();
 	stk_conn_atfork_parent();
 	stk_epoll_atfork_parent();
+	stk_lazy_atfork_parent();
 }
 
 void stk_migrate_atfork_child(void)
 {
+	stk_log_atfork_child();
 	stk_fab_atfork_child();
 	stk_conn_atfork_child();
 	stk_epoll_atfork_child();
+	stk_lazy_atfork_child();
 }
