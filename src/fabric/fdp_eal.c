@@ -441,14 +441,17 @@ static void close_port(uint16_t port)
 {
 	char name[RTE_MEMPOOL_NAMESIZE];
 	struct rte_mempool *pool;
+	struct fdp_libprint libprint;
 	int ret;
 
+	fdp_libprint_begin(&libprint); /* net_af_xdp detaches its XDP program */
 	ret = rte_eth_dev_stop(port);
 	if (ret && ret != -ENODEV)
 		FDP_INFO(FI_LOG_CORE, "rte_eth_dev_stop(%u): %s\n", port, rte_strerror(-ret));
 	ret = rte_eth_dev_close(port);
 	if (ret)
 		FDP_INFO(FI_LOG_CORE, "rte_eth_dev_close(%u): %s\n", port, rte_strerror(-ret));
+	fdp_libprint_end(&libprint);
 	fdp_eal_pool_name(port, name, sizeof(name));
 	pool = rte_mempool_lookup(name);
 	if (pool)

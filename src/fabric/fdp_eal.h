@@ -65,6 +65,18 @@ struct fdp_quiet {
 };
 void fdp_quiet_begin(struct fdp_quiet *q) FDP_HIDDEN;
 void fdp_quiet_end(struct fdp_quiet *q, const char *prog, char *reason, size_t cap) FDP_HIDDEN;
+/* fdp_eal_quiet.c: between begin and end, what libbpf and libxdp print
+ * (net_af_xdp's libraries, when loaded) goes to the provider's debug log
+ * instead of the application's stderr; end puts their previous print
+ * callbacks back. Bracket the DPDK calls that load, attach or detach the
+ * XDP program: port setup and close. Not reentrant (process-wide). */
+#define FDP_LIBPRINT_LIBS 2
+struct fdp_libprint {
+	void (*set[FDP_LIBPRINT_LIBS])(void); /* their setters, NULL: not loaded */
+	void (*old[FDP_LIBPRINT_LIBS])(void); /* the callbacks before begin */
+};
+void fdp_libprint_begin(struct fdp_libprint *lp) FDP_HIDDEN;
+void fdp_libprint_end(struct fdp_libprint *lp) FDP_HIDDEN;
 /* DPDK port id of FI_DPDK_DEVICE after fdp_eal_start succeeded. */
 uint16_t fdp_eal_port_id(void) FDP_HIDDEN;
 

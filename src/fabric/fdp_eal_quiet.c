@@ -11,7 +11,20 @@
  * else (another application thread's output meanwhile) is written to the
  * real fds, in order, once they are restored. Residual risk: what another
  * thread wrote during rte_eal_init (tens of ms) comes out late, after
- * anything it writes between the restore and the replay. */
+ * anything it writes between the restore and the replay.
+ *
+ * After rte_eal_init, DPDK itself logs through our log stream, but the
+ * libraries of its net_af_xdp PMD do not: libbpf and libxdp print with
+ * vfprintf(stderr) (about eight lines when the port's XDP program is
+ * loaded: "libxdp: No bpffs found at /sys/fs/bpf", "libbpf: elf: skipping
+ * unrecognized data section"), at port setup and at close. Around those
+ * calls their print callbacks point at our debug log (fdp_libprint_*). The
+ * libraries are found with RTLD_NOLOAD: only when the PMD loaded them, so
+ * the provider neither links nor loads them. The callbacks are process-wide:
+ * the previous ones (the application's, when it uses libbpf itself) are put
+ * back afterwards, unless someone changed them meanwhile; what libbpf
+ * prints for another thread during our port setup (milliseconds, once)
+ * goes to our debug log too. */
 #define _GNU_SOURCE
 #include "config.h"
 
@@ -21,6 +34,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dlfcn.h>
+#include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
@@ -135,5 +150,82 @@ void fdp_quiet_end(struct fdp_quiet *q, const char *prog, char *reason, size_t c
 		else
 			replay_stderr(2, prog, buf, len, reason, cap);
 		free(buf);
+	}
+}
+
+/* ---- libbpf and libxdp ---- */
+
+/* libbpf_print_fn_t and libxdp_print_fn_t: (level, format, args); both
+ * levels are enums WARN 0, INFO 1, DEBUG 2. */
+typedef int (*lib_print_fn)(int level, const char *fmt, va_list ap);
+typedef lib_print_fn (*lib_set_print_fn)(lib_print_fn fn);
+
+static const struct {
+	const char *const sonames[2];
+	const char *setter;
+} print_libs[FDP_LIBPRINT_LIBS] = {
+	{ { "libbpf.so.1", "libbpf.so.0" }, "libbpf_set_print" },
+	{ { "libxdp.so.1", NULL }, "libxdp_set_print" },
+};
+
+/* Their lines, into our debug log (they carry their "libbpf: " prefix). */
+static int lib_print(int level, const char *fmt, va_list ap)
+{
+	char line[512];
+	size_t n;
+
+	(void)level;
+	if (!fi_log_enabled(&fdp_prov, FI_LOG_DEBUG, FI_LOG_CORE))
+		return 0;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	n = strlen(line);
+	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		n--;
+	FDP_DBG(FI_LOG_CORE, "%.*s\n", (int)n, line);
+	return 0;
+}
+
+static lib_set_print_fn find_setter(unsigned i)
+{
+	lib_set_print_fn set = NULL;
+	void *h = NULL;
+	unsigned k;
+
+	for (k = 0; k < 2 && !h && print_libs[i].sonames[k]; k++)
+		h = dlopen(print_libs[i].sonames[k], RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return NULL;
+	*(void **)&set = dlsym(h, print_libs[i].setter);
+	/* the PMD holds the library: the function stays mapped */
+	dlclose(h);
+	return set;
+}
+
+void fdp_libprint_begin(struct fdp_libprint *lp)
+{
+	unsigned i;
+
+	for (i = 0; i < FDP_LIBPRINT_LIBS; i++) {
+		lib_set_print_fn set = find_setter(i);
+
+		lp->set[i] = (void (*)(void))set;
+		if (set)
+			lp->old[i] = (void (*)(void))set(lib_print);
+	}
+}
+
+void fdp_libprint_end(struct fdp_libprint *lp)
+{
+	unsigned i;
+
+	for (i = 0; i < FDP_LIBPRINT_LIBS; i++) {
+		lib_set_print_fn set = (lib_set_print_fn)lp->set[i];
+		lib_print_fn now;
+
+		if (!set)
+			continue;
+		now = set((lib_print_fn)lp->old[i]);
+		if (now != lib_print)
+			set(now); /* changed meanwhile: theirs stays */
 	}
 }

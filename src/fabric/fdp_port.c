@@ -203,6 +203,7 @@ static int port_configure(struct fdp_port *p)
 
 int fdp_port_get(struct fdp_port **out)
 {
+	struct fdp_libprint libprint;
 	struct fdp_port *p;
 	int ret;
 
@@ -239,7 +240,11 @@ int fdp_port_get(struct fdp_port **out)
 	p->faults = fdp_params.drop > 0 || fdp_params.dup > 0 ||
 		    fdp_params.reorder > 0;
 	p->next_ephemeral = (uint16_t)(EPHEMERAL_FIRST + (p->rng % 8192));
+	/* net_af_xdp loads its XDP program here: libbpf's and libxdp's lines
+	 * go to our log, not the application's stderr */
+	fdp_libprint_begin(&libprint);
 	ret = port_configure(p);
+	fdp_libprint_end(&libprint);
 	if (ret)
 		goto free;
 	ret = fdp_progress_start(p);

@@ -1797,15 +1797,18 @@ static bool goodbye(struct stk_conn *conn, bool abortive)
 	uint16_t flags = rst ? STK_MSG_RST : (conn->fin_sent ? 0 : STK_MSG_FIN) | STK_MSG_CLOSE;
 	conn->fin_sent = true;
 	pthread_mutex_unlock(&conn->lock);
-	bool peer_left = false;
 	if (can_send) {
 		int ret = post_control(conn, flags, true);
 		if (ret)
 			FSK_DBG("fd %d: close: could not send %s: %s", conn->fd,
 				rst ? "RST" : "FIN", strerror(-ret));
-		/* Data written before close is delivered, like the kernel does. */
-		peer_left = drain_sends(conn);
 	}
+	/* Data written before close is delivered, like the kernel does. Also
+	 * when nothing more is said: a connection that migrated still has the
+	 * sends it made on the fabric before, and nobody reads their
+	 * completions any more (its progress stopped then), so they are taken
+	 * here rather than left owning its memory. */
+	bool peer_left = conn->fab ? drain_sends(conn) : false;
 	if (rst && !conn->mig_tx) {
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 		stk_sys.setsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));

@@ -10,6 +10,7 @@
 #  - redis-server: a 1 MiB SET/GET byte-exact (python RESP client), redis-cli
 #    GET (sha256), redis-benchmark 50 connections without errors, every
 #    connection accelerated.
+# The programs' stderr holds nothing but what they print themselves.
 # libfabsock's counters account for the bytes over dpdk, and the kernel's TCP
 # OutSegs and InSegs in each namespace grow by a few segments per connection
 # (negotiation, close), not with the payload. No timings are checked.
@@ -264,6 +265,12 @@ ph_no_warnings() {
 	[ "$resets" = 0 ] || fsk_note "redis-server: $resets connection(s) reset at redis-benchmark's close (kernel EOF before the fabric FIN)"
 	grep -a 'warn\|error' "$T"/*.log | grep -v 'peer closed its kernel socket without FIN' &&
 		fsk_fail "libfabsock warned (above)"
+	# The programs' stderr is theirs (they print nothing there in these
+	# phases): no line of DPDK's, nor of the libraries of its PMDs, which
+	# print there by themselves (libbpf and libxdp under net_af_xdp:
+	# fdp_eal_quiet.c); only the bulk phase's libfabric log lines, which
+	# its FI_LOG_LEVEL asked for.
+	grep -aHv '^libfabric:' "$T"/*.err && fsk_fail "foreign lines on the programs' stderr (above)"
 	return 0
 }
 
