@@ -444,27 +444,6 @@ static void fab_close(struct stk_fab *fab)
 		} \
 	} while (0)
 
-/* libfabric's shm moves a message above its inject size (4 KiB) by
- * cross-memory attach when the kernel allows it: the receiver copies with
- * process_vm_readv, pinning the sender's pages each time, while it holds its
- * region's lock, which the sender spins on to post its next message (60% of
- * a 16 KiB stream's sending process in perf, below the kernel's TCP). Its
- * segmented copy through shared buffers streams 2-4x faster here. Chosen
- * unless the user set the variable. libfabric reads its variables when it
- * loads its providers, at the process's first fi_getinfo: the variable is
- * set only around that call (table_lock held: no other opener meanwhile),
- * so the app's environment, and its children's, stay as they were. True
- * when set (the caller unsets it). */
-#define SHM_CMA_VAR "FI_SHM_DISABLE_CMA"
-static bool provider_defaults_set(void)
-{
-	static bool done; /* protected by table_lock */
-	if (done)
-		return false;
-	done = true;
-	return !getenv(SHM_CMA_VAR) && setenv(SHM_CMA_VAR, "1", 0) == 0;
-}
-
 static int fab_open(const char *name, struct stk_fab **out)
 {
 	int ret = stk_fi_load();
@@ -500,10 +479,7 @@ static int fab_open(const char *name, struct stk_fab **out)
 		 * which breaks send-after-send ordering (seen as sequence gaps). */
 		hints->addr_format = FI_SOCKADDR_IN;
 	}
-	bool env_set = provider_defaults_set();
 	ret = stk_fi.getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &fab->info);
-	if (env_set)
-		unsetenv(SHM_CMA_VAR);
 	stk_fi.freeinfo(hints);
 	if (ret) {
 		/* the default list names providers most hosts lack: say so only
