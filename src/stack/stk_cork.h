@@ -9,7 +9,7 @@
  * carries up to STK_CORK_BYTES of small sends.
  *
  * When (stk_stream.c decides, the conn's lock held): a send of at most
- * STK_CORK_SMALL bytes, not urgent, that follows another send on the same
+ * STK_CORK_SMALL bytes, not urgent, that follows another such send on the same
  * connection by less than STK_CORK_BURST_NS with no receive on it in between
  * (a streaming sender; a request/response or ping-pong peer receives between
  * its sends and is never delayed), or one flagged MSG_MORE. The bytes are

@@ -36,6 +36,7 @@
 #define STARVE_RETRY_NS 50000ull    /* provider had no room: say POLLOUT again after this */
 #define MIGRATE_GRACE_NS 1000000000ull /* kernel bytes before the peer's MIGRATE */
 #define BELL_SKIP_NS 100000000ull   /* counted doorbells still in flight at a MIGRATE */
+#define QUICK_SPIN_NS 20000ull      /* a blocking call spins this before setting up its wait */
 #define ANNOUNCE_NS 200000ull       /* idle this long (sleep back-off): announce the sleep */
 
 /* Connections by slot. Readers (delivery) load without a lock; writers hold
@@ -887,6 +888,13 @@ static bool cork_wanted_locked(struct stk_conn *conn, size_t len, int flags, uin
 {
 	bool burst = false;
 	*now = 0;
+	if (len > STK_CORK_SMALL) {
+		/* never staged: no clock (a bulk sender pays none per call); the
+		 * run is timed again from the next send */
+		conn->tx_run = true;
+		conn->last_send_ns = 0;
+		return false;
+	}
 	if (conn->tx_run) {
 		*now = now_ns();
 		burst = conn->last_send_ns && *now - conn->last_send_ns < STK_CORK_BURST_NS;
@@ -1080,6 +1088,32 @@ static int deliver_signals(struct block_wait *bw)
 static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int sigfd,
 		     const sigset_t *sleep_mask, bool (*until)(struct stk_conn *));
 
+/* Before a call's first wait is set up (signals blocked, the thread's
+ * signalfd, the socket's timeout read: four system calls, a large part of a
+ * bulk transfer's cost when paid per message), spin a moment without it: the
+ * credit a streaming sender waits for, or the next message of a reader, is
+ * usually microseconds away. A handler that runs meanwhile runs as if its
+ * signal came just before the call: the kernel interrupts only a call that
+ * sleeps. True when events are ready. */
+static bool quick_spin(struct stk_conn *conn, short events)
+{
+	uint64_t budget = (uint64_t)stk_cfg.spin_us * 1000ull;
+	if (budget > QUICK_SPIN_NS)
+		budget = QUICK_SPIN_NS;
+	if (!budget)
+		return false;
+	events |= POLLERR | POLLHUP;
+	stk_cork_before_wait();
+	uint64_t end = now_ns() + budget;
+	for (unsigned i = 1;; i++) {
+		if (stk_poll_events(conn) & events)
+			return true;
+		if (i % 16 == 0 && now_ns() >= end)
+			return false;
+		cpu_relax();
+	}
+}
+
 /* Wait for events. 0: ready (or restarted after a signal: re-check), 1: a
  * handler with SA_RESTART ran (the caller returns what it already moved, else
  * re-checks), -EAGAIN: the socket's timeout expired, -EINTR. */
@@ -1087,6 +1121,8 @@ static int block_wait(struct stk_conn *conn, short events, int timeo_opt,
 		      struct block_wait *bw, bool (*until)(struct stk_conn *))
 {
 	if (!bw->ready) {
+		if (!until && quick_spin(conn, events))
+			return 0;
 		bw->ready = true;
 		bw->deadline = sock_deadline(conn->fd, timeo_opt);
 		stk_ready_block_signals(&bw->sigs);
