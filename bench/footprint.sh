@@ -12,7 +12,8 @@
 # Medians over ROUNDS rounds.
 #
 # usage: bench/footprint.sh [BUILDDIR]   (default: $top_builddir, else .)
-# environment: ROUNDS (default 3), IDLE_S (default 3)
+# environment: ROUNDS (default 3), IDLE_S (default 3), MODES (default
+# "kernel shm dpdk"; added RSS is relative to kernel, "-" without it)
 set -u
 b=${1:-${top_builddir:-.}}
 b=$(cd "$b" && pwd) || exit 2
@@ -81,9 +82,9 @@ one() {
 	return 0
 }
 
-col() { awk -v c="$2" '{ print $c }' "$tmp/$1.data" | median; }
+col() { [ -f "$tmp/$1.data" ] || { echo 0; return; }; awk -v c="$2" '{ print $c }' "$tmp/$1.data" | median; }
 
-modes="kernel shm dpdk"
+modes=${MODES:-kernel shm dpdk}
 r=0
 while [ $r -lt "$rounds" ]; do
 	for m in $modes; do one "$m" || exit 1; done

@@ -11,6 +11,15 @@
  * (documented in fi_dpdk.7). Readers that poll fi_cq_read never arm and
  * never pay a syscall.
  *
+ * Long idle: a reader that sleeps for seconds (an idle connection) would
+ * keep the 1 ms polls going, ~1 % of a CPU. After an idle period T (no
+ * frame received) the pause may grow to T/DEEP_IDLE_DIV, at most
+ * MAX_DEEP_SLEEP_NS, so idle costs ~30 wake-ups a second; such long pauses
+ * are condition waits that a newly armed waiter (a reader that consumed a
+ * completion, e.g. of its own send, and sleeps again) ends at once. The
+ * price: a frame that ends a long silence waits up to T/16 (<= 32 ms) more
+ * for its reader; ping-pong traffic never gets there.
+ *
  * Timers: with no waiter armed, endpoints attached with
  * fdp_progress_timers_attach (the RDM endpoint) still need their
  * retransmission, ack and unreachability timers when the application blocks
@@ -35,6 +44,8 @@
 #define SPIN_NS (50ull * 1000)
 #define MIN_SLEEP_NS (2ull * 1000)
 #define MAX_SLEEP_NS (1000ull * 1000)
+#define DEEP_IDLE_DIV 16                     /* idle for T: pause at most T/16 */
+#define MAX_DEEP_SLEEP_NS (32ull * 1000 * 1000) /* ... and at most this */
 #define APP_GRACE_NS (10ull * 1000 * 1000) /* the app progressed recently: leave it */
 #define TIMER_GAP_NS (50ull * 1000)     /* min gap between thread timer passes */
 #define MAX_TIMER_GAP_NS (20ull * 1000 * 1000) /* idle polls back off to 50/s */
@@ -53,6 +64,8 @@ struct fdp_progress {
 	/* set (under mutex) while the thread blocks with timers attached but
 	 * all idle: a kick must signal */
 	atomic_bool blocked;
+	bool deep;          /* in a long idle pause: a waiter arming ends it (mutex) */
+	bool nudged;        /* a waiter armed during the long pause (mutex) */
 };
 
 struct fdp_progress **fdp_port_progress_slot(struct fdp_port *port) FDP_HIDDEN;
@@ -147,10 +160,30 @@ static void timer_pass(struct fdp_progress *pg)
 	pthread_mutex_unlock(&pg->mutex);
 }
 
+/* A long idle pause until until_ns: a condition wait that a waiter arming
+ * (fdp_port_waiter_add) or stop ends. True when a waiter armed. */
+static bool deep_sleep(struct fdp_progress *pg, uint64_t until_ns)
+{
+	struct timespec ts;
+	bool nudged;
+
+	abs_time(until_ns, &ts);
+	pthread_mutex_lock(&pg->mutex);
+	pg->deep = true;
+	pg->nudged = false;
+	while (!pg->stop && pg->waiters > 0 && !pg->nudged &&
+	       pthread_cond_timedwait(&pg->cond, &pg->mutex, &ts) == 0)
+		;
+	nudged = pg->nudged;
+	pg->deep = false;
+	pthread_mutex_unlock(&pg->mutex);
+	return nudged;
+}
+
 static void *progress_main(void *arg)
 {
 	struct fdp_progress *pg = arg;
-	uint64_t last_work = fdp_now_ns(), pause = MIN_SLEEP_NS, now;
+	uint64_t last_work = fdp_now_ns(), pause = MIN_SLEEP_NS, now, cap;
 	struct timespec ts;
 	bool timers;
 
@@ -184,12 +217,27 @@ static void *progress_main(void *arg)
 			sched_yield();
 			continue;
 		}
-		ts.tv_sec = 0;
-		ts.tv_nsec = (long)pause;
-		nanosleep(&ts, NULL);
+		/* the longer the silence, the longer the pause may be */
+		cap = (now - last_work) / DEEP_IDLE_DIV;
+		if (cap < MAX_SLEEP_NS)
+			cap = MAX_SLEEP_NS;
+		if (cap > MAX_DEEP_SLEEP_NS)
+			cap = MAX_DEEP_SLEEP_NS;
+		if (pause > cap)
+			pause = cap;
+		if (pause > MAX_SLEEP_NS && deep_sleep(pg, now + pause)) {
+			last_work = fdp_now_ns(); /* a reader armed: it expects traffic */
+			pause = MIN_SLEEP_NS;
+			continue;
+		}
+		if (pause <= MAX_SLEEP_NS) {
+			ts.tv_sec = 0;
+			ts.tv_nsec = (long)pause;
+			nanosleep(&ts, NULL);
+		}
 		pause *= 2;
-		if (pause > MAX_SLEEP_NS)
-			pause = MAX_SLEEP_NS;
+		if (pause > MAX_DEEP_SLEEP_NS)
+			pause = MAX_DEEP_SLEEP_NS;
 	}
 	return NULL;
 }
@@ -248,8 +296,10 @@ void fdp_port_waiter_add(struct fdp_port *port)
 	struct fdp_progress *pg = *fdp_port_progress_slot(port);
 
 	pthread_mutex_lock(&pg->mutex);
-	if (pg->waiters++ == 0)
+	if (pg->waiters++ == 0 || pg->deep) {
+		pg->nudged = true;
 		pthread_cond_signal(&pg->cond);
+	}
 	pthread_mutex_unlock(&pg->mutex);
 }
 

@@ -422,6 +422,7 @@ int stk_accel_listen(int listen_fd)
 	int ret = stk_nego_listener_prepare(listen_fd);
 	if (ret)
 		return ret;
+	stk_sys_dup_high_reserve(listen_fd);
 	stk_conn_open_providers();
 	return 0;
 }

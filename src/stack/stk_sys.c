@@ -45,3 +45,10 @@ int stk_sys_dup_high(int fd)
 	}
 	return stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, 0); /* the upper half is full */
 }
+
+void stk_sys_dup_high_reserve(int fd)
+{
+	int high = stk_sys_dup_high(fd);
+	if (high >= 0)
+		stk_sys.close(high);
+}

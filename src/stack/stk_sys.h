@@ -55,5 +55,12 @@ void stk_sys_install(const struct stk_sys *real);
  * as on the kernel (POSIX), however the stack's fds come and go (a negotiation
  * settling on the kernel releases one at any time). -1 (errno) on failure. */
 int stk_sys_dup_high(int fd);
+/* Grow the fd table now to where stk_sys_dup_high puts its duplicates (fd:
+ * any open descriptor; the duplicate is closed at once, the table stays). The
+ * kernel waits for an RCU grace period (~10 ms) when it grows the table of a
+ * process with threads: a server calls this at listen, before its providers
+ * start threads, so that the duplicate at accept is not 10 ms late for the
+ * client's HELLO wait (FABSOCK_NEGO_WAIT_MS, 5 ms). */
+void stk_sys_dup_high_reserve(int fd);
 
 #endif
