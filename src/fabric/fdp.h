@@ -94,6 +94,8 @@ struct fdp_params {
 	                        * and sending it after the next one */
 	uint64_t seed;         /* FI_DPDK_SEED: fault injection PRNG seed, 0 = from time/pid */
 	bool rxd;              /* FI_DPDK_RXD: offer DGRAM to ofi_rxd layering */
+	size_t idle_max_ms;    /* FI_DPDK_IDLE_MAX_MS: longest idle pause of the
+	                        * progress thread, 1..1000, default 32 */
 	/* Derived from ip (valid when ip_ok): */
 	bool ip_ok;
 	struct in_addr addr;   /* our IPv4 address, network order */

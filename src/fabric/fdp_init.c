@@ -17,6 +17,7 @@
 
 struct fdp_params fdp_params = {
 	.mtu = 1500,
+	.idle_max_ms = 32,
 };
 
 static void fdp_cleanup(void)
@@ -128,6 +129,17 @@ static void read_params(void)
 		if (fi_param_get_bool(&fdp_prov, "rxd", &rxd) == FI_SUCCESS)
 			fdp_params.rxd = rxd != 0;
 	}
+	{
+		size_t ms;
+
+		if (fi_param_get_size_t(&fdp_prov, "idle_max_ms", &ms) == FI_SUCCESS) {
+			if (ms < 1 || ms > 1000)
+				FDP_WARN(FI_LOG_CORE, "FI_DPDK_IDLE_MAX_MS=%zu: not in 1..1000, "
+					 "using %zu\n", ms, fdp_params.idle_max_ms);
+			else
+				fdp_params.idle_max_ms = ms;
+		}
+	}
 	param_ip();
 }
 
@@ -156,6 +168,10 @@ FI_EXT_INI
 			"transmitted frame behind the next one (default: 0)");
 	fi_param_define(&fdp_prov, "seed", FI_PARAM_STRING,
 			"test fault injection: PRNG seed (default: 0 = from time and pid)");
+	fi_param_define(&fdp_prov, "idle_max_ms", FI_PARAM_SIZE_T,
+			"longest pause of the progress thread after a long silence, "
+			"1..1000 ms: the most a frame ending the silence waits more "
+			"(default: 32; 1: no pauses longer than the usual 1 ms)");
 	fi_param_define(&fdp_prov, "rxd", FI_PARAM_BOOL,
 			"offer the DGRAM endpoint to ofi_rxd for layering, making "
 			"\"dpdk;ofi_rxd\" RDM available (default: no; the native RDM "

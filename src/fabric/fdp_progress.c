@@ -14,11 +14,12 @@
  * Long idle: a reader that sleeps for seconds (an idle connection) would
  * keep the 1 ms polls going, ~1 % of a CPU. After an idle period T (no
  * frame received) the pause may grow to T/DEEP_IDLE_DIV, at most
- * MAX_DEEP_SLEEP_NS, so idle costs ~30 wake-ups a second; such long pauses
- * are condition waits that a newly armed waiter (a reader that consumed a
+ * FI_DPDK_IDLE_MAX_MS (32 ms), so idle costs ~30 wake-ups a second; such
+ * long pauses are condition waits that a newly armed waiter (a reader that consumed a
  * completion, e.g. of its own send, and sleeps again) ends at once. The
  * price: a frame that ends a long silence waits up to T/16 (<= 32 ms) more
- * for its reader; ping-pong traffic never gets there.
+ * for its reader (FI_DPDK_IDLE_MAX_MS=1 trades that for ~1 % of a CPU);
+ * ping-pong traffic never gets there.
  *
  * Timers: with no waiter armed, endpoints attached with
  * fdp_progress_timers_attach (the RDM endpoint) still need their
@@ -45,7 +46,8 @@
 #define MIN_SLEEP_NS (2ull * 1000)
 #define MAX_SLEEP_NS (1000ull * 1000)
 #define DEEP_IDLE_DIV 16                     /* idle for T: pause at most T/16 */
-#define MAX_DEEP_SLEEP_NS (32ull * 1000 * 1000) /* ... and at most this */
+/* ... and at most FI_DPDK_IDLE_MAX_MS */
+#define MAX_DEEP_SLEEP_NS ((uint64_t)fdp_params.idle_max_ms * 1000 * 1000)
 #define APP_GRACE_NS (10ull * 1000 * 1000) /* the app progressed recently: leave it */
 #define TIMER_GAP_NS (50ull * 1000)     /* min gap between thread timer passes */
 #define MAX_TIMER_GAP_NS (20ull * 1000 * 1000) /* idle polls back off to 50/s */
