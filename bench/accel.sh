@@ -78,6 +78,11 @@ run() {
 	    v2=$(sed -n 's/.*BandWidth is \([0-9.]*\) MBps.*/\1/p' "$tmp/cli") ;;
 	esac
 	[ "$path" = kernel ] || [ "${accel:-0}" -gt 0 ] || v1="fallback"
+	case ${v1:-fail} in fallback | fail)
+		# not counted: say why (the client's last words, libfabsock's included)
+		echo "accel.sh: $path $mode: ${v1:-fail}; the client's output ends:" >&2
+		grep -av '^sockperf: \[' "$tmp/cli" | tail -n 6 | sed 's/^/    /' >&2 ;;
+	esac
 	echo "$path $mode ${v1:-fail} ${v2:-fail}" >>"$tmp/results"
 }
 
