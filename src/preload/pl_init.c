@@ -109,6 +109,7 @@ static void init_once_body(void)
 		ok = false;
 	}
 	if (ok && stk_cfg.enabled) {
+		stk_sys_fd_table_reserve();
 		pthread_atfork(pl_fdtab_lock, pl_fdtab_unlock, pl_fdtab_unlock);
 		pthread_atfork(stk_migrate_atfork_prepare, stk_migrate_atfork_parent,
 			       stk_migrate_atfork_child);

@@ -2,6 +2,7 @@
 #include "stack/stk_sys.h"
 
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -35,11 +36,17 @@ void stk_sys_install(const struct stk_sys *real)
 	stk_sys = *real;
 }
 
+/* Where the stack's duplicates start: half the soft limit, at most
+ * HIGH_BASE_MAX (a huge limit must not make every process's fd table huge). */
+#define HIGH_BASE_MAX 65536
+
 int stk_sys_dup_high(int fd)
 {
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 128 && rl.rlim_cur != RLIM_INFINITY) {
-		int high = stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur / 2));
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 128) {
+		rlim_t base = rl.rlim_cur == RLIM_INFINITY ? HIGH_BASE_MAX : rl.rlim_cur / 2;
+		int high = stk_sys.fcntl(fd, F_DUPFD_CLOEXEC, (int)(base < HIGH_BASE_MAX ? base
+										 : HIGH_BASE_MAX));
 		if (high >= 0)
 			return high;
 	}
@@ -51,4 +58,13 @@ void stk_sys_dup_high_reserve(int fd)
 	int high = stk_sys_dup_high(fd);
 	if (high >= 0)
 		stk_sys.close(high);
+}
+
+void stk_sys_fd_table_reserve(void)
+{
+	int probe = eventfd(0, EFD_CLOEXEC);
+	if (probe < 0)
+		return;
+	stk_sys_dup_high_reserve(probe);
+	stk_sys.close(probe);
 }

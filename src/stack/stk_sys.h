@@ -51,7 +51,7 @@ extern struct stk_sys stk_sys;
 void stk_sys_install(const struct stk_sys *real);
 
 /* A close-on-exec duplicate of fd for the stack's own use, placed in the upper
- * half of RLIMIT_NOFILE when there is room: the app gets the lowest free number
+ * half of RLIMIT_NOFILE (from 64 Ki at most) when there is room: the app gets the lowest free number
  * as on the kernel (POSIX), however the stack's fds come and go (a negotiation
  * settling on the kernel releases one at any time). -1 (errno) on failure. */
 int stk_sys_dup_high(int fd);
@@ -62,5 +62,8 @@ int stk_sys_dup_high(int fd);
  * start threads, so that the duplicate at accept is not 10 ms late for the
  * client's HELLO wait (FABSOCK_NEGO_WAIT_MS, 5 ms). */
 void stk_sys_dup_high_reserve(int fd);
+/* The same at start-up, before the app has threads (the preload's
+ * constructor): no grace period to wait for then. */
+void stk_sys_fd_table_reserve(void);
 
 #endif
