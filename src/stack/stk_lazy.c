@@ -131,9 +131,8 @@ static void to_kernel(struct stk_lazy *l)
  * their own. No lock needed (an fstat). */
 static bool priv_same(const struct stk_lazy *l)
 {
-	struct stat st;
 	int fd = __atomic_load_n(&l->conn->fd, __ATOMIC_ACQUIRE);
-	return !l->priv_lost && fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == l->priv_ino;
+	return !l->priv_lost && stk_sys_fd_is(fd, l->priv_ino);
 }
 
 static bool get_addrs(struct stk_lazy *l)

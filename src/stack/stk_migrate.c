@@ -11,6 +11,7 @@
 #include "stack/stk_log.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
+#include "stack/stk_wake.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -316,4 +317,5 @@ void stk_migrate_atfork_child(void)
 	stk_conn_atfork_child();
 	stk_epoll_atfork_child();
 	stk_lazy_atfork_child();
+	stk_wake_atfork_child();
 }

@@ -8,9 +8,9 @@
 #include "stack/stk_log.h"
 #include "stack/stk_migrate.h"
 #include "stack/stk_ready.h"
-#include "stack/stk_wake.h"
 #include "stack/stk_stream_proto.h"
 #include "stack/stk_sys.h"
+#include "stack/stk_wake.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -547,10 +547,9 @@ int stk_conn_migrate_finish(struct stk_conn *conn, bool give_up)
 	return ret;
 }
 
-/* A state change is complete (lock held): tell epoll sets watching us. The
- * generation was bumped before the change (ET readers read events first). */
-/* Something that can raise a readiness bit changed (lock held): epoll items,
- * and the threads sleeping on the conn (stk_wake.h), hear of it. */
+/* A state change is complete (lock held): epoll sets watching us and the
+ * threads sleeping on the conn (stk_wake.h) hear of it. The generation was
+ * bumped before the change (ET readers read events first). */
 static void changed(struct stk_conn *conn)
 {
 	stk_ready_notify(&conn->watch);

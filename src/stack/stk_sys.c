@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct stk_sys stk_sys = {
@@ -58,6 +59,12 @@ void stk_sys_dup_high_reserve(int fd)
 	int high = stk_sys_dup_high(fd);
 	if (high >= 0)
 		stk_sys.close(high);
+}
+
+bool stk_sys_fd_is(int fd, ino_t ino)
+{
+	struct stat st;
+	return fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == ino;
 }
 
 void stk_sys_fd_table_reserve(void)

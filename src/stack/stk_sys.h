@@ -11,6 +11,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <time.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -62,6 +63,9 @@ int stk_sys_dup_high(int fd);
  * start threads, so that the duplicate at accept is not 10 ms late for the
  * client's HELLO wait (FABSOCK_NEGO_WAIT_MS, 5 ms). */
 void stk_sys_dup_high_reserve(int fd);
+/* fd still names the socket or file whose inode is ino (not closed behind our
+ * back, nor reused by the app for something else). */
+bool stk_sys_fd_is(int fd, ino_t ino);
 /* The same at start-up, before the app has threads (the preload's
  * constructor): no grace period to wait for then. */
 void stk_sys_fd_table_reserve(void);

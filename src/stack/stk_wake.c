@@ -20,16 +20,9 @@ static pthread_key_t wake_key;
 static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
 static unsigned fork_gen; /* bumped in a forked child: inherited channels are the parent's */
 
-/* fd still names the socket we made (not closed or reused by the app). */
-static bool ours(int fd, ino_t ino)
-{
-	struct stat st;
-	return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == ino;
-}
-
 static void close_if_ours(int *fd, ino_t ino)
 {
-	if (ours(*fd, ino))
+	if (stk_sys_fd_is(*fd, ino))
 		stk_sys.close(*fd);
 	*fd = -1;
 }
@@ -41,7 +34,7 @@ static void thread_exit(void *arg)
 	close_if_ours(&w->wr, w->wr_ino);
 }
 
-static void after_fork_child(void)
+void stk_wake_atfork_child(void)
 {
 	fork_gen++;
 }
@@ -49,7 +42,6 @@ static void after_fork_child(void)
 static void init_once(void)
 {
 	pthread_key_create(&wake_key, thread_exit);
-	pthread_atfork(NULL, NULL, after_fork_child);
 }
 
 /* One end moved up to the stack's fd range; its inode recorded. */
@@ -97,7 +89,7 @@ bool stk_wake_prepare(struct stk_wake_node *node)
 		close_if_ours(&w->rd, w->rd_ino);
 		close_if_ours(&w->wr, w->wr_ino);
 	}
-	if (w->rd >= 0 && ours(w->rd, w->rd_ino) && ours(w->wr, w->wr_ino))
+	if (w->rd >= 0 && stk_sys_fd_is(w->rd, w->rd_ino) && stk_sys_fd_is(w->wr, w->wr_ino))
 		return true;
 	/* closed behind our back (or never made): the numbers may be the app's now */
 	w->rd = w->wr = -1;
@@ -115,7 +107,7 @@ void stk_wake_ring(struct stk_wake_node *node)
 		return;
 	node->rung = true;
 	struct stk_wake *w = node->wake;
-	if (!ours(w->wr, w->wr_ino))
+	if (!stk_sys_fd_is(w->wr, w->wr_ino))
 		return; /* the app closed it while the thread slept: its cap wakes it */
 	char b = 1;
 	/* EAGAIN: datagrams are queued already, the thread wakes anyway */

@@ -48,5 +48,8 @@ int stk_wake_fd(const struct stk_wake_node *node);
 void stk_wake_ring(struct stk_wake_node *node);
 /* After the sleep (node unlinked): consume what rang. */
 void stk_wake_drain(struct stk_wake_node *node);
+/* fork (stk_migrate's child handler): the channels inherited are the
+ * parent's; each thread makes its own at its next sleep. */
+void stk_wake_atfork_child(void);
 
 #endif
