@@ -242,3 +242,19 @@ void sim_run_until(struct sim *s, uint64_t t)
 		}
 	}
 }
+
+void sim_restart(struct sim *s, int i, uint32_t session)
+{
+	struct sim_node *node = &s->nodes[i];
+	struct fdp_msg_cfg c = node->m.cfg;
+
+	for (int j = 0; j < s->n; j++)
+		fdp_msg_peer_fini(&node->m, &node->peers[j]);
+	fdp_msg_fini(&node->m);
+	c.rel.session = session;
+	if (fdp_msg_init(&node->m, &c, &sim_ops, node) != 0)
+		abort();
+	for (int j = 0; j < s->n; j++)
+		if (fdp_msg_peer_init(&node->m, &node->peers[j], (fi_addr_t)j) != 0)
+			abort();
+}

@@ -70,5 +70,8 @@ bool sim_step(struct sim *s);
 void sim_run_until(struct sim *s, uint64_t t);
 uint64_t sim_rand(struct sim *s);
 struct sim_node *sim_node_of(struct fdp_msg_ep *m);
+/* Node i's process restarts: all its state is lost, it comes back at the
+ * same address with a new session id (frames in flight still arrive). */
+void sim_restart(struct sim *s, int i, uint32_t session);
 
 #endif /* REL_SIM_H */

@@ -568,6 +568,67 @@ START_TEST(test_unreachable)
 }
 END_TEST
 
+/* The peer restarts (same address, new session) while frames we sent its
+ * previous instance are unacknowledged: say its last reply's ack never left,
+ * and the link was down for D (RTO backed off to its cap, or past unreach_ns).
+ * The new instance and we must exchange new messages at once, not after
+ * timers, and what we sent the old instance must not reach the new one. */
+static void peer_restart_after(uint64_t down_ns)
+{
+	struct fdp_msg_cfg cfg;
+	struct sim *s;
+	static uint8_t buf[100], buf2[100], rbuf[4][100];
+	uint64_t t0;
+
+	fdp_msg_cfg_default(&cfg);
+	s = small_sim(&cfg, 21);
+	/* request 1 -> 0, reply 0 -> 1; the client dies before acking the reply */
+	buf[0] = 1;
+	recv_bytes(s, 0, rbuf[0], 100, 1);
+	send_bytes(s, 1, buf, 100);
+	run_until_idle(s, 100000);
+	ck_assert_int_eq(g_recv_ok, 1);
+	s->down[1][0] = true;
+	buf[0] = 0x99;
+	recv_bytes(s, 1, rbuf[1], 100, 0x99);
+	send_bytes(s, 0, buf, 100);
+	for (long i = 0; i < 100000 && g_recv_ok < 2; i++)
+		ck_assert(sim_step(s));
+	ck_assert_int_eq(g_recv_ok, 2);
+	s->down[0][1] = true;
+	sim_run_until(s, s->now + down_ns);
+	ck_assert_int_eq(g_sent_ok, 1); /* the reply is still unacknowledged (or abandoned) */
+
+	sim_restart(s, 1, 0x2001);
+	s->down[0][1] = s->down[1][0] = false;
+	t0 = s->now;
+	/* both sides at once, as after a negotiation on another channel */
+	buf[0] = 0x22;
+	recv_bytes(s, 1, rbuf[2], 100, 0x22);
+	send_bytes(s, 0, buf, 100);
+	buf2[0] = 0x11;
+	recv_bytes(s, 0, rbuf[3], 100, 0x11);
+	send_bytes(s, 1, buf2, 100);
+	for (long i = 0; i < 1000000 && g_recv_ok < 4 && s->now - t0 < 5000000000ull; i++)
+		if (!sim_step(s))
+			break;
+	ck_assert_int_eq(g_recv_ok, 4);
+	/* a few round trips, far below any retransmission timer */
+	ck_assert_uint_lt(s->now - t0, cfg.rel.rto_min_ns / 2);
+	run_until_idle(s, 1000000);
+	ck_assert_int_eq(g_recv_ok, 4);
+	sim_fini(s);
+	free(s);
+}
+
+START_TEST(test_peer_restart)
+{
+	static const uint64_t down_ms[] = { 1, 50, 500, 2500 };
+
+	peer_restart_after(down_ms[_i] * 1000 * 1000);
+}
+END_TEST
+
 /* ------------------------------------------------------------ malformed frames */
 
 static uint8_t g_captured[2048];
@@ -830,6 +891,7 @@ static Suite *rel_suite(void)
 	tcase_add_test(tc, test_fast_retransmit_large);
 	tcase_add_test(tc, test_tail_loss_probe);
 	tcase_add_test(tc, test_unreachable);
+	tcase_add_loop_test(tc, test_peer_restart, 0, 4);
 	tcase_add_test(tc, test_malformed);
 	tcase_add_test(tc, test_rx_ring_budget);
 	suite_add_tcase(s, tc);
