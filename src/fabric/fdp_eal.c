@@ -438,14 +438,18 @@ static void *early_main(void *arg)
 
 /* A child forked while the EAL starts (the starting thread holds eal_mutex,
  * the EAL's memory is half made) has the mutex locked by a thread it does
- * not have: it gets a fresh one, and the EAL counts as its parent's, as in a
+ * not have: it gets a fresh one, and the EAL counts as its parent's
+ * (eal_pid: the parent's, or 0 before the thread took the lock), as in a
  * child forked after the start. No lock in prepare: fork would then take
  * eal_mutex before the stack's locks that its callers hold around
  * fi_fabric. */
 static void atfork_child(void)
 {
 	pthread_mutex_init(&eal_mutex, NULL);
-	if (eal_starting) {
+	/* also when the early thread had not taken the lock yet: a child of
+	 * a configured process is foreign from fi_prov_ini on, whatever the
+	 * scheduler did */
+	if (eal_starting || (early_joinable && eal_state == 0)) {
 		eal_starting = false;
 		eal_state = 1;
 	}
