@@ -96,6 +96,8 @@ struct fdp_params {
 	bool rxd;              /* FI_DPDK_RXD: offer DGRAM to ofi_rxd layering */
 	size_t idle_max_ms;    /* FI_DPDK_IDLE_MAX_MS: longest idle pause of the
 	                        * progress thread, 1..1000, default 32 */
+	bool eal_early;        /* FI_DPDK_EAL_EARLY: start the EAL in the background
+	                        * from fi_prov_ini (default yes; fdp_eal.c) */
 	/* Derived from ip (valid when ip_ok): */
 	bool ip_ok;
 	struct in_addr addr;   /* our IPv4 address, network order */

@@ -6,7 +6,17 @@
  * the calling thread's CPU affinity to the main lcore and installs signal
  * handlers (e.g. for SIGBUS in memory setup). Both are snapshotted before and
  * restored after; and the threads it starts are born with the asynchronous
- * signals blocked, so the application's signals go to its own threads. */
+ * signals blocked, so the application's signals go to its own threads.
+ *
+ * In a process configured for the provider the start begins early, from
+ * fi_prov_ini, on a thread of ours (fdp_eal_start_early): what libfabric
+ * does after loading its providers (the verbs provider alone reads
+ * /proc/kallsyms twice, ~0.1 s) then runs while DPDK loads its PMD plugins
+ * and sleeps 0.1 s calibrating the TSC (no CPUID leaf 0x15 on AMD, no MSR
+ * in a VM). The snapshot and restore of the signal handlers then bracket
+ * rte_eal_init on that thread; the one of the CPU affinity is that thread's
+ * own (rte_eal_init pins its caller to the main lcore), which it leaves
+ * with. */
 #include "config.h"
 
 #include "fabric/fdp.h"
@@ -37,6 +47,10 @@
 static pthread_mutex_t eal_mutex = PTHREAD_MUTEX_INITIALIZER;
 static int eal_state;          /* 0 not tried, 1 running, <0 -FI_E* of the failure */
 static pid_t eal_pid;          /* the process that started it */
+static bool eal_starting;      /* rte_eal_init under way (eal_mutex held) */
+static pthread_t early_thread; /* fdp_eal_start_early's, to join */
+static bool early_joinable;    /* under eal_mutex */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static bool eal_ours;          /* we called rte_eal_init (so we clean it up) */
 static uint16_t eal_port_id;
 static FILE *eal_log_stream;
@@ -384,16 +398,26 @@ static int eal_start_locked(void)
 	return find_port();
 }
 
+/* Under eal_mutex: the first call starts the EAL, later ones read its result. */
+static void start_once_locked(void)
+{
+	int ret;
+
+	if (eal_state != 0)
+		return;
+	eal_pid = getpid();
+	eal_starting = true;
+	ret = eal_start_locked();
+	eal_state = ret ? ret : 1;
+	eal_starting = false;
+}
+
 int fdp_eal_start(void)
 {
 	int ret;
 
 	pthread_mutex_lock(&eal_mutex);
-	if (eal_state == 0) {
-		ret = eal_start_locked();
-		eal_state = ret ? ret : 1;
-		eal_pid = getpid();
-	}
+	start_once_locked();
 	ret = eal_state > 0 ? 0 : eal_state;
 	if (ret == 0 && getpid() != eal_pid) {
 		FDP_INFO(FI_LOG_CORE, "a forked child cannot use its parent's DPDK port\n");
@@ -401,6 +425,62 @@ int fdp_eal_start(void)
 	}
 	pthread_mutex_unlock(&eal_mutex);
 	return ret;
+}
+
+static void *early_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&eal_mutex);
+	start_once_locked();
+	pthread_mutex_unlock(&eal_mutex);
+	return NULL;
+}
+
+/* A child forked while the EAL starts (the starting thread holds eal_mutex,
+ * the EAL's memory is half made) has the mutex locked by a thread it does
+ * not have: it gets a fresh one, and the EAL counts as its parent's
+ * (eal_pid: the parent's, or 0 before the thread took the lock), as in a
+ * child forked after the start. No lock in prepare: fork would then take
+ * eal_mutex before the stack's locks that its callers hold around
+ * fi_fabric. */
+static void atfork_child(void)
+{
+	pthread_mutex_init(&eal_mutex, NULL);
+	/* also when the early thread had not taken the lock yet: a child of
+	 * a configured process is foreign from fi_prov_ini on, whatever the
+	 * scheduler did */
+	if (eal_starting || (early_joinable && eal_state == 0)) {
+		eal_starting = false;
+		eal_state = 1;
+	}
+	early_joinable = false;
+}
+
+static void atfork_register(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+void fdp_eal_start_early(void)
+{
+	sigset_t all, old;
+
+	pthread_once(&atfork_once, atfork_register);
+	if (!fdp_params.eal_early || !fdp_params.device || !fdp_params.ip_ok ||
+	    fdp_params.mtu_bad)
+		return; /* fi_fabric says what is missing, as without it */
+	pthread_mutex_lock(&eal_mutex);
+	if (eal_state == 0 && !early_joinable) {
+		/* born with every signal blocked: none of the application's
+		 * runs on it (eal_start_locked opens the fault signals) */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		early_joinable = pthread_create(&early_thread, NULL, early_main, NULL) == 0;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (!early_joinable)
+			FDP_INFO(FI_LOG_CORE, "no thread for an early EAL start: it starts in fi_fabric\n");
+	}
+	pthread_mutex_unlock(&eal_mutex);
 }
 
 bool fdp_eal_foreign(void)
@@ -467,9 +547,16 @@ void fdp_eal_pool_name(uint16_t port, char *out, size_t cap)
 
 void fdp_eal_cleanup(void)
 {
-	bool safe;
+	bool safe, join;
 	int ret;
 
+	/* an early start still under way ends first (the thread runs our code) */
+	pthread_mutex_lock(&eal_mutex);
+	join = early_joinable;
+	early_joinable = false;
+	pthread_mutex_unlock(&eal_mutex);
+	if (join)
+		pthread_join(early_thread, NULL);
 	if (fdp_eal_foreign())
 		return; /* the parent's DPDK: not ours to stop */
 	pthread_mutex_lock(&eal_mutex);

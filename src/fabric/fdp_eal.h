@@ -10,6 +10,14 @@
  * -FI_ENODEV (device not found/not startable) / -FI_EINVAL (bad
  * FI_DPDK_EAL_ARGS or parameters) after one FDP_WARN line. Thread-safe. */
 int fdp_eal_start(void) FDP_HIDDEN;
+/* From fi_prov_ini, when the provider is configured (device, IP, MTU valid)
+ * and FI_DPDK_EAL_EARLY is not 0: run fdp_eal_start's work on a thread of
+ * its own now (born with every signal blocked), so that the EAL's ~0.15 s
+ * (PMD plugins, TSC calibration) overlaps what libfabric does after loading
+ * us (other providers' start-up, fi_getinfo); fdp_eal_start then waits for
+ * it and returns its result, and its failure line is the same. A process
+ * forked while it runs is foreign (fdp_eal_foreign). Cleanup joins it. */
+void fdp_eal_start_early(void) FDP_HIDDEN;
 /* Provider cleanup (process exit), after fdp_port_shutdown: stop and close
  * the port, free its mbuf pool, then rte_eal_cleanup when we started the
  * EAL (not with net_memif: a DPDK 22.11 bug, see fdp_eal.c). DPDK log

@@ -1,8 +1,10 @@
 /* fdp_init.c - provider entry point and parameters.
  *
  * fi_prov_ini runs in every libfabric program on the machine that scans the
- * provider directory, so it only defines and reads parameters: no EAL, no
- * device, no allocation beyond libfabric's own. */
+ * provider directory, so it only defines and reads parameters; the one
+ * exception is a process configured for this provider (FI_DPDK_DEVICE and
+ * FI_DPDK_IP set and valid), whose EAL start begins here in the background
+ * (fdp_eal_start_early, FI_DPDK_EAL_EARLY=0 turns it off). */
 #include "config.h"
 
 #include "fabric/fdp.h"
@@ -18,6 +20,7 @@
 struct fdp_params fdp_params = {
 	.mtu = 1500,
 	.idle_max_ms = 32,
+	.eal_early = true,
 };
 
 static void fdp_cleanup(void)
@@ -130,6 +133,12 @@ static void read_params(void)
 			fdp_params.rxd = rxd != 0;
 	}
 	{
+		int early = 1;
+
+		if (fi_param_get_bool(&fdp_prov, "eal_early", &early) == FI_SUCCESS)
+			fdp_params.eal_early = early != 0;
+	}
+	{
 		size_t ms;
 
 		if (fi_param_get_size_t(&fdp_prov, "idle_max_ms", &ms) == FI_SUCCESS) {
@@ -176,6 +185,13 @@ FI_EXT_INI
 			"offer the DGRAM endpoint to ofi_rxd for layering, making "
 			"\"dpdk;ofi_rxd\" RDM available (default: no; the native RDM "
 			"endpoint is then the only dpdk RDM)");
+	fi_param_define(&fdp_prov, "eal_early", FI_PARAM_BOOL,
+			"when FI_DPDK_DEVICE and FI_DPDK_IP are set, start DPDK's EAL "
+			"on a thread of the provider as soon as libfabric loads it, so "
+			"that it runs while libfabric initialises its other providers "
+			"(fi_fabric then waits for it); no: start it in fi_fabric "
+			"(default: yes)");
 	read_params();
+	fdp_eal_start_early();
 	return &fdp_prov;
 }

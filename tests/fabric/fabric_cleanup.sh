@@ -90,6 +90,23 @@ echo "$out" | grep -q 'rte_eal_cleanup done' ||
 	{ echo "$out" | tail -5; fdp_fail "net_ring0: rte_eal_cleanup not called"; }
 echo "net_ring0: fdp_open exits 0 after rte_eal_cleanup"
 
+# A child forked right after fi_getinfo: while the EAL starts in the
+# background (FI_DPDK_EAL_EARLY, default) its fi_fabric fails at once with
+# -FI_ENODEV (the EAL's half-made state is its parent's; no hang on the
+# starting thread's lock); without the early start (=0) nothing is started
+# yet and the child starts its own. The parent's port opens either way.
+for early in 1 0; do
+	want="No such device"
+	[ $early = 1 ] || want="Success"
+	out=$(FDP_OPEN_FORK=1 FI_DPDK_EAL_EARLY=$early FI_DPDK_DEVICE=net_ring0 \
+		FI_DPDK_IP=198.18.0.1/15 timeout "$FDP_TIMEOUT" "$OPEN" 2>&1)
+	rc=$?
+	[ $rc -eq 0 ] && echo "$out" | grep -q "^child fi_fabric: $want" &&
+		echo "$out" | grep -q '^fi_endpoint: Success' ||
+		{ echo "$out" | tail -5; fdp_fail "fork after fi_getinfo (FI_DPDK_EAL_EARLY=$early): rc $rc, child not '$want'"; }
+done
+echo "net_ring0: a child forked after fi_getinfo: -FI_ENODEV during an early EAL start, its own EAL without"
+
 # --- 2. SIGKILL, then reclaim at the next start
 port=$(fdp_oob_port 40)
 # shellcheck disable=SC2086

@@ -1,10 +1,16 @@
 /* fdp_open: open fabric, domain and a DGRAM endpoint of the dpdk provider
  * as configured by FI_DPDK_*; print each step's result. Exit 0 when all
- * succeed, 1 otherwise (used by tests to probe a device). */
+ * succeed, 1 otherwise (used by tests to probe a device).
+ * FDP_OPEN_FORK=1: fork right after fi_getinfo (while an early EAL start,
+ * FI_DPDK_EAL_EARLY, is still under way); the child prints "child
+ * fi_fabric: <result>" and exits 0 (the caller checks the result). */
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -28,6 +34,22 @@ int main(void)
 	printf("fi_getinfo: %s\n", fi_strerror(-ret));
 	if (ret)
 		return 1;
+	if (getenv("FDP_OPEN_FORK")) {
+		int status = -1;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		if (pid == 0) {
+			ret = fi_fabric(info->fabric_attr, &fabric, NULL);
+			printf("child fi_fabric: %s\n", fi_strerror(-ret));
+			fflush(stdout);
+			_exit(0);
+		}
+		if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) != 0)
+			return 1;
+	}
 	ret = fi_fabric(info->fabric_attr, &fabric, NULL);
 	printf("fi_fabric: %s\n", fi_strerror(-ret));
 	if (ret)
