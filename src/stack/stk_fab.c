@@ -43,6 +43,7 @@ struct stk_fab {
 	size_t slab_len;
 	size_t seg;
 	size_t inject;
+	size_t stream_seg;      /* stk_fab_stream_seg */
 	int wait_fd;
 	struct stk_fab_buf bufs[STK_FAB_RX_BUFS + STK_FAB_TX_BUFS];
 	uint64_t tx_free;       /* tagged head: tag << 32 | (index + 1) */
@@ -84,6 +85,11 @@ const char *stk_fab_name(const struct stk_fab *fab)
 size_t stk_fab_seg_size(const struct stk_fab *fab)
 {
 	return fab->seg;
+}
+
+size_t stk_fab_stream_seg(const struct stk_fab *fab)
+{
+	return fab->stream_seg;
 }
 
 size_t stk_fab_inject_size(const struct stk_fab *fab)
@@ -532,6 +538,9 @@ static int fab_open(const char *name, struct stk_fab **out)
 	fab->inject = info->tx_attr->inject_size;
 	if (fab->inject > fab->seg)
 		fab->inject = fab->seg;
+	fab->stream_seg = fab->seg;
+	if (info->ep_attr->max_msg_size == SIZE_MAX && fab->inject >= STK_FAB_STREAM_INJECT_MIN)
+		fab->stream_seg = fab->inject;
 
 	size_t nbufs = STK_FAB_RX_BUFS + STK_FAB_TX_BUFS;
 	fab->slab_len = nbufs * fab->seg;
@@ -561,9 +570,9 @@ static int fab_open(const char *name, struct stk_fab **out)
 		if (ret)
 			goto fail;
 	}
-	FSK_INFO("%s: RDM endpoint open (provider %s, segment %zu, inject %zu, wait fd %d, "
-		 "order 0x%llx)", name, info->fabric_attr->prov_name, fab->seg, fab->inject,
-		 fab->wait_fd, (unsigned long long)info->tx_attr->msg_order);
+	FSK_INFO("%s: RDM endpoint open (provider %s, segment %zu, stream segment %zu, "
+		 "inject %zu, wait fd %d, order 0x%llx)", name, info->fabric_attr->prov_name,
+		 fab->seg, fab->stream_seg, fab->inject, fab->wait_fd, (unsigned long long)info->tx_attr->msg_order);
 	*out = fab;
 	return 0;
 fail:

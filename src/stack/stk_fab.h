@@ -66,6 +66,19 @@ int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *
 int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr_t *out);
 void stk_fab_av_release(struct stk_fab *fab, fi_addr_t addr);
 size_t stk_fab_seg_size(const struct stk_fab *fab);     /* max bytes per message */
+/* Max bytes per stream DATA message (header included): the segment, or the
+ * inject size for a provider that moves large messages in one piece between
+ * memories (max_msg_size unbounded: no wire framing, shm) with an inject size
+ * of at least STK_FAB_STREAM_INJECT_MIN. Such a provider sends a registered
+ * message by having the receiver copy it out of the sender's memory later
+ * (shm: process_vm_readv while holding the region lock the sender needs), so
+ * a bulk sender waits on the reader's copies and on its own progress for the
+ * completions; an injected message is copied at once (the receiver then
+ * copies from shared memory, no system call) and needs nothing more from the
+ * sender. A provider with framing (dpdk, tcp) keeps its large segments: its
+ * per-message cost is on the wire. */
+#define STK_FAB_STREAM_INJECT_MIN 4096u
+size_t stk_fab_stream_seg(const struct stk_fab *fab);
 size_t stk_fab_inject_size(const struct stk_fab *fab);
 
 struct stk_fab_buf *stk_fab_buf_get(struct stk_fab *fab);  /* NULL when all in flight */

@@ -1153,7 +1153,7 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 	size_t sent = 0;
 	if (!conn->fab)
 		return -ENOTCONN;
-	size_t seg_payload = stk_fab_seg_size(conn->fab) - sizeof(struct stk_msg_hdr);
+	size_t seg_payload = stk_fab_stream_seg(conn->fab) - sizeof(struct stk_msg_hdr);
 	for (;;) {
 		int err = 0;
 		pthread_mutex_lock(&conn->lock);
