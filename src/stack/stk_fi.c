@@ -4,6 +4,9 @@
 #include "stack/stk_log.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,8 +20,48 @@ static int load_result = -ENOENT;
 /* The library's soname, the one the headers we build against describe. */
 #define STK_FI_SONAME "libfabric.so.1"
 
+/* The objects loaded before libfabric (their load bases): a handler that
+ * lives in one of them is the application's, one elsewhere came with
+ * libfabric (its providers, libinfinipath...). Without a complete list
+ * (pre_count < 0) every changed handler is put back. */
+#define PRE_MAX 1024
+static uintptr_t pre_bases[PRE_MAX];
+static int pre_count = -1;
+
+static int note_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	int *n = arg;
+	if (*n >= PRE_MAX)
+		return 1;
+	pre_bases[(*n)++] = (uintptr_t)info->dlpi_addr;
+	return 0;
+}
+
+static void note_objects(void)
+{
+	int n = 0;
+	if (dl_iterate_phdr(note_object, &n) == 0)
+		pre_count = n;
+}
+
+/* Whether handler h belongs to an object that was there before libfabric. */
+static bool app_handler(void (*h)(int))
+{
+	Dl_info info;
+	if (pre_count < 0 || !dladdr((void *)h, &info))
+		return false;
+	/* dli_fbase is the mapping start; dlpi_addr the load bias: for a
+	 * shared object both are the base, for the PIE main program too */
+	for (int i = 0; i < pre_count; i++)
+		if (pre_bases[i] == (uintptr_t)info.dli_fbase)
+			return true;
+	return false;
+}
+
 static void load(void)
 {
+	note_objects();
 	stk_fi_enter(); /* libfabric's constructors open files of their own */
 	void *lib = dlopen(STK_FI_SONAME, RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
@@ -88,12 +131,21 @@ void stk_fi_sigs_restore(struct stk_fi_sigs *saved)
 
 		if (sig == SIGKILL || sig == SIGSTOP)
 			continue;
-		if (sigaction(sig, NULL, &now) == 0 &&
-		    (now.sa_handler != saved->act[sig].sa_handler ||
-		     now.sa_flags != saved->act[sig].sa_flags)) {
-			FSK_DBG("libfabric replaced the handler of signal %d: restored", sig);
-			sigaction(sig, &saved->act[sig], NULL);
+		if (sigaction(sig, NULL, &now) != 0 ||
+		    (now.sa_handler == saved->act[sig].sa_handler &&
+		     now.sa_flags == saved->act[sig].sa_flags))
+			continue;
+		/* the open may run on a thread of ours while the app's threads go
+		 * on: a handler the app set meanwhile stays (libfabric's live in
+		 * the objects it brought; none sets SIG_DFL or SIG_IGN) */
+		if (now.sa_handler == SIG_DFL || now.sa_handler == SIG_IGN ||
+		    app_handler(now.sa_handler)) {
+			FSK_DBG("signal %d: the app changed its handler during the open: kept",
+				sig);
+			continue;
 		}
+		FSK_DBG("libfabric replaced the handler of signal %d: restored", sig);
+		sigaction(sig, &saved->act[sig], NULL);
 	}
 	pthread_sigmask(SIG_SETMASK, &saved->mask, NULL); /* pending ones run the app's now */
 	free(saved);

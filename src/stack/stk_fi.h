@@ -37,8 +37,10 @@ int stk_fi_load(void);
  * the stack reclaims itself): redis-server then exits 1 on SIGTERM without
  * its shutdown. stk_fi_sigs_save() snapshots every handler before such
  * set-up calls (NULL without memory: nothing is restored), and
- * stk_fi_sigs_restore() puts back each one that changed and frees the
- * snapshot. Set-up only: two sigaction(2) calls per signal. In between, the
+ * stk_fi_sigs_restore() puts back each one that changed to a handler living
+ * in an object libfabric brought in (one in an object loaded before
+ * libfabric, or SIG_DFL/SIG_IGN, is the app's, set while the open ran in the
+ * background: it stays) and frees the snapshot. Set-up only: two sigaction(2) calls per signal. In between, the
  * calling thread blocks the asynchronous signals: one that arrives during the
  * set-up (a DPDK port takes a second) waits for the application's handler
  * instead of running a provider's (libinfinipath's calls exit() from inside

@@ -75,6 +75,8 @@ struct stk_lazy {
 };
 
 static int providers_ready; /* atomic: this process opened its providers once */
+static int warm_started;    /* atomic: the warm-up below was started (once) */
+static int warm_running;    /* atomic: a warm-up thread is inside libfabric */
 static __thread bool thread_idle; /* the negotiation thread has no other conn to visit */
 
 static uint64_t now_ns(void)
@@ -96,6 +98,49 @@ static int phase_of(enum stage st)
 	default:
 		return STK_PHASE_PENDING;
 	}
+}
+
+/* The warm-up: the first HELLO this process sees (a libfabsock peer, so the
+ * fabric is about to be wanted) opens the providers on a thread of ours while
+ * the app has not answered yet: a client that connects, pauses, then writes
+ * (sockperf sleeps 2 s) no longer pays libfabric's and DPDK's start-up (~0.4 s,
+ * seconds on a loaded machine) inside its first write. Only the open moves:
+ * the client still answers in a call of its own app, and a process that meets
+ * only plain peers never loads libfabric. An app call that needs the providers
+ * meanwhile waits for the same open (stk_fab_get serialises). */
+#define WARM_EXIT_WAIT_NS 10000000000ull /* exit waits for a warm-up this long at most */
+
+static void *warm_main(void *arg)
+{
+	(void)arg;
+	stk_conn_open_providers();
+	__atomic_store_n(&providers_ready, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&warm_running, 0, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* atexit: libfabric's destructors must not run while the warm-up is inside
+ * it (registered after the stack's own handlers: runs before them) */
+static void warm_wait(void)
+{
+	uint64_t end = now_ns() + WARM_EXIT_WAIT_NS;
+	while (__atomic_load_n(&warm_running, __ATOMIC_ACQUIRE) && now_ns() < end) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void warm_up(void)
+{
+	if (__atomic_load_n(&providers_ready, __ATOMIC_ACQUIRE) ||
+	    __atomic_exchange_n(&warm_started, 1, __ATOMIC_ACQ_REL))
+		return;
+	__atomic_store_n(&warm_running, 1, __ATOMIC_RELEASE);
+	if (atexit(warm_wait) != 0 || stk_thread_start(warm_main, NULL, 8u << 20) != 0) {
+		__atomic_store_n(&warm_running, 0, __ATOMIC_RELEASE);
+		return; /* the app's answer opens them, as without a warm-up */
+	}
+	FSK_DBG("a libfabsock peer: opening the providers in the background");
 }
 
 static void set_stage(struct stk_lazy *l, enum stage st)
@@ -342,8 +387,11 @@ static bool step(struct stk_lazy *l, enum driver by)
 		if (r != -EPROTO) {
 			if (hello_cancelled(l, len))
 				return true;
-			if (by == BY_THREAD)
+			if (by == BY_THREAD) {
+				if (r == 0 && msg.type == STK_NEGO_HELLO)
+					warm_up();
 				return false;
+			}
 		}
 		if (!get_addrs(l)) {
 			io_fallback(l, -errno);
@@ -352,11 +400,10 @@ static bool step(struct stk_lazy *l, enum driver by)
 		if (r == 0 && msg.type == STK_NEGO_HELLO && by == BY_APP &&
 		    !__atomic_load_n(&providers_ready, __ATOMIC_ACQUIRE)) {
 			/* The first libfabsock peer of this process: opening the
-			 * providers loads libfabric (~0.2 s). Tell the server first, so
-			 * that a server that writes first waits for our REPLY. Opened
-			 * here, by the app, and not ahead in the thread: a process that
-			 * only meets plain peers never loads libfabric, and none exits
-			 * while a thread of ours is inside it. */
+			 * providers loads libfabric and starts DPDK (~0.4 s), here or in
+			 * the warm-up the thread may have begun (then this waits for it).
+			 * Tell the server first, so that a server that writes first waits
+			 * for our REPLY. */
 			struct stk_nego_msg hold;
 			stk_conn_make_decision(&hold, STK_NEGO_REPLY, STK_NEGO_HOLD);
 			send_or_fail(l, &hold);
