@@ -80,13 +80,33 @@ extern struct fi_provider fdp_prov;
 
 /* ---------------------------------------------------------------- params */
 
+/* Default MTU on net_memif: a shared-memory link, whose driver copies a
+ * frame of any length through a chain of its ring buffers; the limit it
+ * reports (1518-byte frames) is nominal. Large frames divide the per-frame
+ * work (headers, reliability bookkeeping, one burst per frame) of a bulk
+ * transfer by six. */
+#define FDP_MEMIF_MTU 9000
+
+/* True when FI_DPDK_DEVICE names a net_memif port. */
+bool fdp_device_is_memif(void) FDP_HIDDEN;
+/* net_memif's packet buffer size (devargs bsize): what FI_DPDK_DEVICE
+ * says, else what fdp_params.devargs adds (a frame of the MTU, rounded up
+ * to KiB), else the driver's 2048. A frame longer than one buffer would
+ * travel as a chain of them, which costs an mbuf per buffer and a copy to
+ * linearise (and has had bugs in the driver): the port's MTU stays within
+ * one buffer. */
+size_t fdp_memif_bsize(void) FDP_HIDDEN;
+
 /* Provider parameters, read once in fi_prov_ini (fdp_init.c) from
  * FI_DPDK_* through fi_param_get_*. Strings are owned by libfabric or NULL. */
 struct fdp_params {
 	const char *device;    /* FI_DPDK_DEVICE: devargs (vdev spec or PCI address) */
+	const char *devargs;   /* what the EAL is given: device, plus a net_memif
+	                        * bsize for the MTU when device has none */
 	const char *ip;        /* FI_DPDK_IP: "a.b.c.d/prefix" */
 	const char *eal_args;  /* FI_DPDK_EAL_ARGS: appended to the EAL argv */
-	size_t mtu;            /* FI_DPDK_MTU: IP MTU, default 1500 */
+	size_t mtu;            /* FI_DPDK_MTU: IP MTU, default 1500 (FDP_MEMIF_MTU on
+	                        * net_memif) */
 	bool mtu_bad;          /* FI_DPDK_MTU set but not in 576..9000 */
 	double drop;           /* FI_DPDK_DROP: probability 0..1 of dropping a TX frame */
 	double dup;            /* FI_DPDK_DUP: probability 0..1 of sending a TX frame twice */

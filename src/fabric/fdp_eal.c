@@ -219,9 +219,9 @@ static int build_argv(struct eal_argv *a)
 	ret |= argv_add(a, "--no-shconf");
 	if (device_is_vdev(fdp_params.device)) {
 		ret |= argv_add(a, "--no-pci");
-		snprintf(buf, sizeof(buf), "--vdev=%s", fdp_params.device);
+		snprintf(buf, sizeof(buf), "--vdev=%s", fdp_params.devargs);
 	} else {
-		snprintf(buf, sizeof(buf), "-a%s", fdp_params.device);
+		snprintf(buf, sizeof(buf), "-a%s", fdp_params.devargs);
 	}
 	ret |= argv_add(a, buf);
 	if (fdp_params.eal_args) {
@@ -375,7 +375,7 @@ static int eal_start_locked(void)
 		 * our device into it. */
 		FDP_INFO(FI_LOG_CORE, "EAL already running in this process; probing %s\n",
 			 fdp_params.device);
-		ret = rte_dev_probe(fdp_params.device);
+		ret = rte_dev_probe(fdp_params.devargs);
 		argv_free(&a);
 		if (ret < 0 && ret != -EEXIST) {
 			FDP_WARN(FI_LOG_CORE, "FI_DPDK_DEVICE=%s: rte_dev_probe: %s\n",

@@ -89,6 +89,63 @@ bad:
 		 fdp_params.ip);
 }
 
+bool fdp_device_is_memif(void)
+{
+	return fdp_params.device && strncmp(fdp_params.device, "net_memif", 9) == 0;
+}
+
+#define MEMIF_BSIZE_DEFAULT 2048
+
+/* bsize=N in the device's devargs, 0 when absent or not a number. */
+static size_t devargs_bsize(void)
+{
+	const char *s = fdp_params.device;
+
+	while ((s = strchr(s, ',')) != NULL) {
+		s++;
+		if (strncmp(s, "bsize=", 6) == 0) {
+			char *end;
+			unsigned long v = strtoul(s + 6, &end, 0);
+
+			return (*end == ',' || *end == '\0') ? v : 0;
+		}
+	}
+	return 0;
+}
+
+/* Frame bytes at the given MTU on the memif (Ethernet header, no CRC). */
+static size_t memif_frame(size_t mtu)
+{
+	return mtu + 14;
+}
+
+size_t fdp_memif_bsize(void)
+{
+	size_t given = devargs_bsize();
+
+	if (given)
+		return given;
+	if (memif_frame(fdp_params.mtu) > MEMIF_BSIZE_DEFAULT)
+		return (memif_frame(fdp_params.mtu) + 1023) & ~(size_t)1023;
+	return MEMIF_BSIZE_DEFAULT;
+}
+
+/* fdp_params.devargs: a memif port gets buffers that hold a frame. */
+static void set_devargs(void)
+{
+	static char buf[1024];
+	size_t bsize;
+
+	fdp_params.devargs = fdp_params.device;
+	if (!fdp_device_is_memif() || devargs_bsize())
+		return;
+	bsize = fdp_memif_bsize();
+	if (bsize != MEMIF_BSIZE_DEFAULT &&
+	    (size_t)snprintf(buf, sizeof(buf), "%s,bsize=%zu", fdp_params.device, bsize) <
+		    sizeof(buf))
+		fdp_params.devargs = buf;
+}
+
 static void read_params(void)
 {
 	char *s;
@@ -110,7 +167,10 @@ static void read_params(void)
 			fdp_params.mtu_bad = true;
 		else
 			fdp_params.mtu = mtu;
+	} else if (fdp_device_is_memif()) {
+		fdp_params.mtu = FDP_MEMIF_MTU;
 	}
+	set_devargs();
 	fdp_params.drop = param_probability("drop");
 	fdp_params.dup = param_probability("dup");
 	fdp_params.reorder = param_probability("reorder");
@@ -165,7 +225,7 @@ FI_EXT_INI
 			"extra DPDK EAL arguments appended to the provider's own, "
 			"space separated (default: none)");
 	fi_param_define(&fdp_prov, "mtu", FI_PARAM_SIZE_T,
-			"IP MTU of the port, 576..9000 (default: 1500)");
+			"IP MTU of the port, 576..9000 (default: 1500, 9000 on net_memif)");
 	fi_param_define(&fdp_prov, "drop", FI_PARAM_STRING,
 			"test fault injection: probability 0..1 of dropping each "
 			"transmitted frame (default: 0)");

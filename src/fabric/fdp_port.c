@@ -31,6 +31,7 @@
 #define RX_BURST 32
 #define RX_BURSTS_PER_CALL 4
 #define RING_SIZE 1024
+#define POOL_MAX_BYTES (32u << 20)
 #define ARP_SLOTS 256           /* power of two */
 #define ARP_TRIES 10
 /* Requests are retried after 1, 2, 4 ... 256 ms: a request lost while a
@@ -103,6 +104,7 @@ static int port_configure(struct fdp_port *p)
 	char pool_name[RTE_MEMPOOL_NAMESIZE];
 	uint16_t nb_rx = RING_SIZE, nb_tx = RING_SIZE;
 	uint32_t frame_max;
+	size_t dev_mtu;
 	unsigned int nb_mbufs;
 	int ret;
 
@@ -112,19 +114,27 @@ static int port_configure(struct fdp_port *p)
 			 fdp_params.device, rte_strerror(-ret));
 		return -FI_ENODEV;
 	}
-	p->mtu = fdp_params.mtu;
-	if (info.max_mtu && p->mtu > info.max_mtu)
-		p->mtu = info.max_mtu;
+	p->mtu = dev_mtu = fdp_params.mtu;
+	if (info.max_mtu && dev_mtu > info.max_mtu)
+		dev_mtu = info.max_mtu;
 	if (info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN &&
-	    p->mtu > info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN)
-		p->mtu = info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN;
+	    dev_mtu > info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN)
+		dev_mtu = info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN;
+	/* net_memif carries any frame that fits one of its ring buffers
+	 * (bsize, which fdp_params.devargs sizes for the MTU): the 1518-byte
+	 * limit it reports is nominal (FDP_MEMIF_MTU). The device is
+	 * configured within its limit; our frames use ours. */
+	if (strcmp(info.driver_name, "net_memif") != 0)
+		p->mtu = dev_mtu;
+	else if (p->mtu + RTE_ETHER_HDR_LEN > fdp_memif_bsize())
+		p->mtu = fdp_memif_bsize() - RTE_ETHER_HDR_LEN;
 	if (p->mtu != fdp_params.mtu)
 		FDP_WARN(FI_LOG_DOMAIN, "FI_DPDK_MTU=%zu: %s allows at most %zu, using that\n",
 			 fdp_params.mtu, fdp_params.device, p->mtu);
 	frame_max = (uint32_t)p->mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 4;
 
 	memset(&conf, 0, sizeof(conf));
-	conf.rxmode.mtu = (uint32_t)p->mtu;
+	conf.rxmode.mtu = (uint32_t)dev_mtu;
 	if ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) &&
 	    (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_UDP_CKSUM)) {
 		conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM |
@@ -159,6 +169,14 @@ static int port_configure(struct fdp_port *p)
 	/* af_packet refuses mbufs smaller than its 2 KiB ring frames */
 	if (frame_max < RTE_MBUF_DEFAULT_DATAROOM)
 		frame_max = RTE_MBUF_DEFAULT_DATAROOM;
+	/* Jumbo frames: the pool keeps within POOL_MAX_BYTES (EAL memory is
+	 * 64 MiB) as long as the rings and a burst's worth stay covered. */
+	if ((size_t)nb_mbufs * (RTE_PKTMBUF_HEADROOM + frame_max) > POOL_MAX_BYTES) {
+		unsigned int fit = (unsigned int)(POOL_MAX_BYTES / (RTE_PKTMBUF_HEADROOM + frame_max));
+		unsigned int need = (unsigned int)nb_rx + nb_tx + 1024;
+
+		nb_mbufs = fit > need ? fit : need;
+	}
 	fdp_eal_pool_name(p->port_id, pool_name, sizeof(pool_name));
 	/* a previous fi_domain that failed after this point left it behind */
 	p->pool = rte_mempool_lookup(pool_name);

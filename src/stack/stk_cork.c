@@ -18,6 +18,7 @@
 #define WORDS (STK_CONN_MAX / 64)
 
 uint32_t stk_cork_count;
+static uint32_t stages_started;            /* atomic (relaxed): stk_cork_mark calls */
 static uint64_t bits[WORDS];               /* atomic */
 static pthread_mutex_t cork_lock = PTHREAD_MUTEX_INITIALIZER;
 static int flusher_state;                  /* atomic: FLUSHER_* */
@@ -37,21 +38,24 @@ static void futex_op(uint32_t *word, int op, uint32_t val)
 	syscall(SYS_futex, word, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
 }
 
-/* cork_lock held */
-static void flush_locked(uint64_t older_than)
+/* cork_lock held. Returns how many stages it sent. */
+static unsigned flush_locked(uint64_t older_than)
 {
+	unsigned sent = 0;
+
 	for (unsigned w = 0; w < WORDS; w++) {
 		uint64_t set = __atomic_load_n(&bits[w], __ATOMIC_ACQUIRE);
 		while (set) {
 			unsigned b = (unsigned)__builtin_ctzll(set);
 			set &= set - 1;
 			struct stk_conn *conn = stk_conn_at(w * 64 + b);
-			if (conn)
-				stk_conn_cork_flush(conn, older_than);
+			if (conn && stk_conn_cork_flush(conn, older_than))
+				sent++;
 		}
 		if (!__atomic_load_n(&stk_cork_count, __ATOMIC_RELAXED))
 			break;
 	}
+	return sent;
 }
 
 void stk_cork_flush(uint64_t older_than)
@@ -63,9 +67,14 @@ void stk_cork_flush(uint64_t older_than)
 
 /* Sleeps in the kernel while nothing is staged; else ticks every half of
  * STK_CORK_MAX_NS and sends what has waited that long (the app's own triggers
- * usually came first: a streaming sender's stage fills in microseconds). */
+ * usually came first: a streaming sender's stage fills in microseconds).
+ * Ticks that find stages starting (two or more since the last tick) but none
+ * old stretch, doubling up to STK_CORK_STREAM_TICK_NS (stk_cork.h). */
 static void *flusher(void *arg)
 {
+	uint64_t tick = STK_CORK_MAX_NS / 2;
+	uint32_t started = 0;
+
 	(void)arg;
 	prctl(PR_SET_TIMERSLACK, 1000UL); /* the tick is tens of µs: no 50 µs slack */
 	for (;;) {
@@ -75,18 +84,27 @@ static void *flusher(void *arg)
 			if (__atomic_load_n(&stk_cork_count, __ATOMIC_SEQ_CST) == 0)
 				futex_op(&stk_cork_count, FUTEX_WAIT, 0);
 			__atomic_store_n(&flusher_waiting, 0, __ATOMIC_SEQ_CST);
+			tick = STK_CORK_MAX_NS / 2;
+			started = __atomic_load_n(&stages_started, __ATOMIC_RELAXED);
 			continue;
 		}
-		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)(STK_CORK_MAX_NS / 2) };
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)tick };
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
 		uint64_t now = now_ns();
+		unsigned sent = 0;
 		pthread_mutex_lock(&cork_lock);
 		bool stopped = __atomic_load_n(&flusher_state, __ATOMIC_ACQUIRE) == FLUSHER_STOPPED;
 		if (!stopped)
-			flush_locked(now - STK_CORK_MAX_NS / 2);
+			sent = flush_locked(now - STK_CORK_MAX_NS / 2);
 		pthread_mutex_unlock(&cork_lock);
 		if (stopped)
 			return NULL;
+		uint32_t s = __atomic_load_n(&stages_started, __ATOMIC_RELAXED);
+		if (sent == 0 && s - started >= 2)
+			tick = tick * 2 > STK_CORK_STREAM_TICK_NS ? STK_CORK_STREAM_TICK_NS : tick * 2;
+		else
+			tick = STK_CORK_MAX_NS / 2;
+		started = s;
 	}
 	return NULL;
 }
@@ -117,6 +135,7 @@ static void start_flusher(void)
 void stk_cork_mark(uint32_t slot)
 {
 	__atomic_fetch_or(&bits[slot / 64], 1ull << (slot % 64), __ATOMIC_RELEASE);
+	__atomic_fetch_add(&stages_started, 1, __ATOMIC_RELAXED);
 	if (__atomic_fetch_add(&stk_cork_count, 1, __ATOMIC_SEQ_CST) == 0 &&
 	    __atomic_load_n(&flusher_waiting, __ATOMIC_SEQ_CST))
 		futex_op(&stk_cork_count, FUTEX_WAKE, 1);
@@ -149,6 +168,7 @@ void stk_cork_atfork_child(void)
 	for (unsigned w = 0; w < WORDS; w++)
 		bits[w] = 0;
 	stk_cork_count = 0;
+	stages_started = 0;
 	flusher_waiting = 0;
 	flusher_state = FLUSHER_NONE;
 }

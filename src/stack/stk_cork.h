@@ -25,6 +25,13 @@
  *  - otherwise after at most STK_CORK_MAX_NS, by the flusher thread (an app
  *    that sends a burst and then computes, or sleeps in a call we do not
  *    see). The thread sleeps in the kernel (futex) while nothing is staged.
+ *    While the app fills and sends its stages itself (a streaming sender on
+ *    any connection: stages keep starting and the flusher finds none old), its ticks
+ *    stretch to STK_CORK_STREAM_TICK_NS: a tick every 25 us woke it ~30,000
+ *    times a second on the sender's CPU, each preempting the sender (a
+ *    third of a 64 B sender's time). The last stage of a stream that then
+ *    stops without any other socket call may wait that long; the next tick
+ *    that has to send a stage itself goes back to STK_CORK_MAX_NS.
  *
  * Registry: a bitmap by connection slot of the connections with staged bytes
  * and their count; set and cleared under the conn's lock (atomics), read by
@@ -40,6 +47,7 @@
 #define STK_CORK_SMALL 1024          /* sends up to this size are coalesced */
 #define STK_CORK_BURST_NS 5000ull    /* ... when they follow the previous one this closely */
 #define STK_CORK_MAX_NS 50000ull     /* staged bytes leave after this at the latest */
+#define STK_CORK_STREAM_TICK_NS 200000ull /* ... or this, after a stream (above) */
 
 extern uint32_t stk_cork_count; /* connections with staged bytes (atomic) */
 

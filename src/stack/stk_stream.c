@@ -866,8 +866,12 @@ static int cork_flush_locked(struct stk_conn *conn)
 	return 0;
 }
 
-void stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than)
+bool stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than)
 {
+	/* a young stage is left alone without taking the lock the streaming
+	 * sender holds on every send (a stale read only costs the lock) */
+	if (older_than && __atomic_load_n(&conn->cork_since, __ATOMIC_RELAXED) > older_than)
+		return false;
 	pthread_mutex_lock(&conn->lock);
 	bool posted = conn->cork_len && (!older_than || conn->cork_since <= older_than) &&
 		      cork_flush_locked(conn) == 0;
@@ -877,6 +881,7 @@ void stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than)
 	 * wake: drive it once (its completions then wake the app as usual). */
 	if (posted)
 		progress(conn);
+	return posted;
 }
 
 /* Whether a send of len bytes is staged (lock held; stk_cork.h, "When"); *now
@@ -919,7 +924,7 @@ static int cork_append_locked(struct stk_conn *conn, const void *src, size_t len
 			return ret;
 	}
 	if (conn->cork_len == 0) {
-		conn->cork_since = now;
+		__atomic_store_n(&conn->cork_since, now, __ATOMIC_RELAXED);
 		stk_cork_mark(conn->slot);
 	}
 	memcpy(conn->cork + conn->cork_len, src, len);

@@ -193,7 +193,8 @@ struct stk_conn {
 	uint32_t cork_len;        /* bytes staged (credit already taken) */
 	bool tx_run;              /* sent since our last receive on the conn */
 	uint64_t last_send_ns;    /* time of the latest send call */
-	uint64_t cork_since;      /* when the staged bytes began */
+	uint64_t cork_since;      /* when the staged bytes began (atomic store: the
+				   * flusher reads it without the lock) */
 
 	/* statistics, folded into the process counters at close; protected by lock */
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
@@ -340,8 +341,9 @@ struct stk_conn *stk_conn_at(uint32_t slot);
  * ones included), so it reads the stream then EOF, as from the kernel. */
 void stk_conn_end_all(void);
 /* stk_cork.h: send conn's staged bytes if they were staged before older_than
- * (0: whenever); a full provider leaves them for the next trigger. */
-void stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than);
+ * (0: whenever); a full provider leaves them for the next trigger. Returns
+ * whether they were sent. */
+bool stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than);
 /* fork support: lock the table and every connection (prepare), unlock (parent),
  * or re-initialise the locks and forget the parent's fabric state (child). */
 void stk_conn_atfork_prepare(void);
