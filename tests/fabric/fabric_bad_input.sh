@@ -23,14 +23,14 @@ bad() {
 	out=$(env FI_LOG_LEVEL=warn "$@" timeout "$FDP_TIMEOUT" "$OPEN" 2>&1)
 	rc=$?
 	if [ $rc -ne 1 ]; then
-		echo "$out" | tail -5
+		echo "$out" | tail -n 5
 		fdp_fail "$label: exit status $rc (want 1: a clean failure, not an abort or crash)"
 	fi
 	echo "$out" | grep -qx "$step" ||
-		{ echo "$out" | grep -v ':core:core:' | tail -5; fdp_fail "$label: no '$step'"; }
+		{ echo "$out" | grep -v ':core:core:' | tail -n 5; fdp_fail "$label: no '$step'"; }
 	echo "$out" | grep -q '^fi_endpoint' && fdp_fail "$label: went past the failing step"
 	line=$(echo "$out" | grep -E '::dpdk:core:.*<(warn|info)>' | grep -E "$warn" | head -1)
-	[ -n "$line" ] || { echo "$out" | grep '::dpdk:' | tail -5; fdp_fail "$label: no warning matching /$warn/"; }
+	[ -n "$line" ] || { echo "$out" | grep '::dpdk:' | tail -n 5; fdp_fail "$label: no warning matching /$warn/"; }
 	echo "ok: $label -> $step; ${line#*> }"
 	n=$((n + 1))
 }

@@ -66,12 +66,12 @@ while [ $i -lt 3 ]; do
 	src=$?
 	echo "== clean exit $i: client rc=$crc server rc=$src"
 	if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
-		grep -v 'fi_param_get\|core:fi_getinfo\|ofi_' "$logs/s" "$logs/c" | tail -20
+		grep -v 'fi_param_get\|core:fi_getinfo\|ofi_' "$logs/s" "$logs/c" | tail -n 20
 		fdp_fail "transfer or exit failed (rc $crc/$src)"
 	fi
 	for side in s c; do
 		grep -q 'port .* stopped and closed, mbuf pool freed' "$logs/$side" ||
-			{ tail -5 "$logs/$side"; fdp_fail "$side: port not closed at cleanup"; }
+			{ tail -n 5 "$logs/$side"; fdp_fail "$side: port not closed at cleanup"; }
 	done
 	p2=$(pids "$logs/s" "$logs/c")
 	[ "$(echo "$p2" | wc -w)" -eq 2 ] || fdp_fail "expected 2 provider pids in the logs, got: $p2"
@@ -85,9 +85,9 @@ echo "3 clean exits: no crash, ports closed, no runtime dir/socket/hugepage file
 out=$(FI_DPDK_DEVICE=net_ring0 FI_DPDK_IP=198.18.0.1/15 FI_LOG_LEVEL=info \
 	timeout "$FDP_TIMEOUT" "$OPEN" 2>&1)
 rc=$?
-[ $rc -eq 0 ] || { echo "$out" | tail -5; fdp_fail "fdp_open over net_ring0: rc $rc"; }
+[ $rc -eq 0 ] || { echo "$out" | tail -n 5; fdp_fail "fdp_open over net_ring0: rc $rc"; }
 echo "$out" | grep -q 'rte_eal_cleanup done' ||
-	{ echo "$out" | tail -5; fdp_fail "net_ring0: rte_eal_cleanup not called"; }
+	{ echo "$out" | tail -n 5; fdp_fail "net_ring0: rte_eal_cleanup not called"; }
 echo "net_ring0: fdp_open exits 0 after rte_eal_cleanup"
 
 # A child forked right after fi_getinfo: while the EAL starts in the
@@ -103,7 +103,7 @@ for early in 1 0; do
 	rc=$?
 	[ $rc -eq 0 ] && echo "$out" | grep -q "^child fi_fabric: $want" &&
 		echo "$out" | grep -q '^fi_endpoint: Success' ||
-		{ echo "$out" | tail -5; fdp_fail "fork after fi_getinfo (FI_DPDK_EAL_EARLY=$early): rc $rc, child not '$want'"; }
+		{ echo "$out" | tail -n 5; fdp_fail "fork after fi_getinfo (FI_DPDK_EAL_EARLY=$early): rc $rc, child not '$want'"; }
 done
 echo "net_ring0: a child forked after fi_getinfo: -FI_ENODEV during an early EAL start, its own EAL without"
 
@@ -139,7 +139,7 @@ env $cli timeout "$FDP_TIMEOUT" "$XFER" client -P "$port" -b 1048576 -s 65536 -T
 crc=$?
 wait "$spid"
 src=$?
-[ $crc -eq 0 ] && [ $src -eq 0 ] || { tail -5 "$logs/s" "$logs/c"; fdp_fail "after SIGKILL: rc $crc/$src"; }
+[ $crc -eq 0 ] && [ $src -eq 0 ] || { tail -n 5 "$logs/s" "$logs/c"; fdp_fail "after SIGKILL: rc $crc/$src"; }
 grep -q 'removed stale memif socket' "$logs/s" || fdp_fail "stale socket not reclaimed"
 [ ! -e "$rundir/fdp$dead-0badc0de" ] || { rmdir "$rundir/fdp$dead-0badc0de"; fdp_fail "stale runtime dir not reclaimed"; }
 [ ! -e "$sock" ] || fdp_fail "socket file left after the second server's clean exit"
