@@ -58,7 +58,7 @@ pp() {
 	wait "$spid"
 	if ! awk 'NR == 2 && $3 ~ /^=/ { print $7; ok = 1 } END { if (!ok) { print "fail"; exit 1 } }' "$tmp/cli"; then
 		echo "fabric_rdm.sh: $prov $size B run failed:" >&2
-		tail -3 "$tmp/cli" "$tmp/srv" >&2
+		tail -n 3 "$tmp/cli" "$tmp/srv" >&2
 	fi
 }
 
@@ -70,8 +70,8 @@ for r in $(seq "$rounds"); do
 	pp 'dpdk;ofi_rxd' FI_DPDK_RXD=1 64 "$lat_iters" >>"$tmp/rxd_lat"
 	pp dpdk '' 65536 "$bw_iters" >>"$tmp/nat_bw"
 	pp 'dpdk;ofi_rxd' FI_DPDK_RXD=1 65536 "$bw_iters" >>"$tmp/rxd_bw"
-	echo "round $r: native $(tail -1 "$tmp/nat_lat") us, rxd $(tail -1 "$tmp/rxd_lat") us;" \
-		"64 KiB native $(tail -1 "$tmp/nat_bw") us, rxd $(tail -1 "$tmp/rxd_bw") us" >&2
+	echo "round $r: native $(tail -n 1 "$tmp/nat_lat") us, rxd $(tail -n 1 "$tmp/rxd_lat") us;" \
+		"64 KiB native $(tail -n 1 "$tmp/nat_bw") us, rxd $(tail -n 1 "$tmp/rxd_bw") us" >&2
 done
 grep -q fail "$tmp"/*_lat "$tmp"/*_bw && echo "fabric_rdm.sh: some runs failed (counted out)" >&2
 nl=$(grep -v fail "$tmp/nat_lat" | median); rl=$(grep -v fail "$tmp/rxd_lat" | median)

@@ -12,7 +12,7 @@ trap 'rm -rf "$dir"' EXIT INT TERM
 timeout 120 "$fuzz" -max_total_time="${FDP_FUZZ_SECONDS:-15}" -rss_limit_mb=1024 \
 	-timeout=10 -artifact_prefix="$dir/" "$dir" 2>"$dir/log"
 rc=$?
-tail -3 "$dir/log"
+tail -n 3 "$dir/log"
 if [ $rc -ne 0 ]; then
 	echo "FAIL: fuzzer exit $rc; crashing input:"
 	ls "$dir"/crash-* "$dir"/leak-* "$dir"/timeout-* 2>/dev/null | head -1 | xargs -r od -An -tx1 | head -5

@@ -123,7 +123,7 @@ fdp_netns_run() {
 		out=$(ip netns exec "$nsa" env $srv FI_LOG_LEVEL=warn timeout 20 \
 			"$top_builddir/tests/fabric/fdp_open" 2>&1)
 		if [ $? -ne 0 ]; then
-			echo "$out" | grep -v '^libfabric:.*core:' | tail -5
+			echo "$out" | grep -v '^libfabric:.*core:' | tail -n 5
 			fdp_skip "net_af_xdp cannot open a port on a veth in this kernel/container"
 		fi
 	fi
