@@ -20,41 +20,41 @@ static int load_result = -ENOENT;
 /* The library's soname, the one the headers we build against describe. */
 #define STK_FI_SONAME "libfabric.so.1"
 
-/* The objects loaded before libfabric (their load bases): a handler that
- * lives in one of them is the application's, one elsewhere came with
- * libfabric (its providers, libinfinipath...). Without a complete list
- * (pre_count < 0) every changed handler is put back. */
+/* The objects loaded before libfabric (their link maps): a handler that lives
+ * in one of them is the application's, one elsewhere came with libfabric (its
+ * providers, libinfinipath...). Without a complete list (pre_count < 0)
+ * every changed handler is put back. */
 #define PRE_MAX 1024
-static uintptr_t pre_bases[PRE_MAX];
+static const struct link_map *pre_maps[PRE_MAX];
 static int pre_count = -1;
-
-static int note_object(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	int *n = arg;
-	if (*n >= PRE_MAX)
-		return 1;
-	pre_bases[(*n)++] = (uintptr_t)info->dlpi_addr;
-	return 0;
-}
 
 static void note_objects(void)
 {
-	int n = 0;
-	if (dl_iterate_phdr(note_object, &n) == 0)
-		pre_count = n;
+	void *self = dlopen(NULL, RTLD_NOW | RTLD_NOLOAD);
+	struct link_map *map = NULL;
+	if (!self)
+		return;
+	if (dlinfo(self, RTLD_DI_LINKMAP, &map) == 0 && map) {
+		while (map->l_prev)
+			map = map->l_prev;
+		int n = 0;
+		for (; map && n < PRE_MAX; map = map->l_next)
+			pre_maps[n++] = map;
+		if (!map)
+			pre_count = n;
+	}
+	dlclose(self); /* the main program's handle: unloads nothing */
 }
 
 /* Whether handler h belongs to an object that was there before libfabric. */
 static bool app_handler(void (*h)(int))
 {
 	Dl_info info;
-	if (pre_count < 0 || !dladdr((void *)h, &info))
+	struct link_map *map = NULL;
+	if (pre_count < 0 || !dladdr1((void *)h, &info, (void **)&map, RTLD_DL_LINKMAP) || !map)
 		return false;
-	/* dli_fbase is the mapping start; dlpi_addr the load bias: for a
-	 * shared object both are the base, for the PIE main program too */
 	for (int i = 0; i < pre_count; i++)
-		if (pre_bases[i] == (uintptr_t)info.dli_fbase)
+		if (pre_maps[i] == map)
 			return true;
 	return false;
 }
