@@ -12,6 +12,17 @@ import socket
 import sys
 import time
 
+
+def recv_exact(sock, n, who):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            sys.exit("%s: EOF after %d bytes" % (who, len(data)))
+        data += chunk
+    return data
+
+
 role, port = sys.argv[1], int(sys.argv[2])
 if role == "server":
     srv = socket.socket()
@@ -20,13 +31,7 @@ if role == "server":
     srv.listen(1)
     print("listening", flush=True)
     conn, _ = srv.accept()
-    data = b""
-    while len(data) < 64:
-        chunk = conn.recv(64 - len(data))
-        if not chunk:
-            sys.exit("server: EOF after %d bytes" % len(data))
-        data += chunk
-    conn.sendall(data)
+    conn.sendall(recv_exact(conn, 64, "server"))
     conn.close()
     sys.exit(0)
 
@@ -37,13 +42,7 @@ signal.signal(signal.SIGUSR1, lambda s, f: hits.append(s))
 time.sleep(1.5)
 msg = bytes(range(64))
 c.sendall(msg)
-back = b""
-while len(back) < 64:
-    chunk = c.recv(64 - len(back))
-    if not chunk:
-        sys.exit("client: EOF after %d bytes" % len(back))
-    back += chunk
-if back != msg:
+if recv_exact(c, 64, "client") != msg:
     sys.exit("client: echo differs")
 os.kill(os.getpid(), signal.SIGUSR1)
 for _ in range(100):

@@ -341,6 +341,15 @@ static void run_until_idle(struct sim *s, long max_steps)
 		;
 }
 
+/* One 100-byte message from -> the other node (first byte b), run to idle. */
+static void exchange(struct sim *s, int from, uint8_t *buf, uint8_t *rbuf, uint8_t b)
+{
+	buf[0] = b;
+	recv_bytes(s, 1 - from, rbuf, 100, b);
+	send_bytes(s, from, buf, 100);
+	run_until_idle(s, 100000);
+}
+
 START_TEST(test_rtt_converges)
 {
 	struct fdp_msg_cfg cfg;
@@ -526,11 +535,7 @@ START_TEST(test_unreachable)
 	fdp_msg_cfg_default(&cfg);
 	cfg.rel.unreach_ns = 50ull * 1000 * 1000;
 	s = small_sim(&cfg, 9);
-	/* a working exchange first */
-	small[0] = 1;
-	recv_bytes(s, 1, rsmall[0], 100, 1);
-	send_bytes(s, 0, small, 100);
-	run_until_idle(s, 100000);
+	exchange(s, 0, small, rsmall[0], 1); /* a working exchange first */
 	ck_assert_int_eq(g_recv_ok, 1);
 	ck_assert_int_eq(g_sent_ok, 1);
 
@@ -583,10 +588,7 @@ static void peer_restart_after(uint64_t down_ns)
 	fdp_msg_cfg_default(&cfg);
 	s = small_sim(&cfg, 21);
 	/* request 1 -> 0, reply 0 -> 1; the client dies before acking the reply */
-	buf[0] = 1;
-	recv_bytes(s, 0, rbuf[0], 100, 1);
-	send_bytes(s, 1, buf, 100);
-	run_until_idle(s, 100000);
+	exchange(s, 1, buf, rbuf[0], 1);
 	ck_assert_int_eq(g_recv_ok, 1);
 	s->down[1][0] = true;
 	buf[0] = 0x99;
