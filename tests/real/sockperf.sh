@@ -25,7 +25,7 @@ pingpong() {
 		fsk_wait_udp "$port" 150
 	fi || fsk_fail "$proto: sockperf server did not bind $port"
 	timeout -k 5 30 "$L" --log info --log-file "$T/$proto-client.log" -- \
-		sockperf ping-pong $flag -i 127.0.0.1 -p "$port" -t 2 -m 64 \
+		sockperf ping-pong $flag -i 127.0.0.1 -p "$port" -t 2 -m 64 --mps 10000000 \
 		>"$T/$proto-client.out" 2>&1 ||
 		{
 			cat "$T/$proto-client.out"
