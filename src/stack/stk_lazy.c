@@ -1224,4 +1224,11 @@ void stk_lazy_atfork_parent(void)
 void stk_lazy_atfork_child(void)
 {
 	pthread_mutex_init(&work_lock, NULL);
+	/* a warm-up the parent had under way (between two providers: fork
+	 * waits for the one being opened) did not follow: the child's exit
+	 * must not wait for it, and the child may warm up on its own */
+	if (__atomic_load_n(&warm_running, __ATOMIC_RELAXED)) {
+		warm_running = 0;
+		warm_started = 0;
+	}
 }
