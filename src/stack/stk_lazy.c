@@ -110,24 +110,35 @@ static int phase_of(enum stage st)
  * meanwhile waits for the same open (stk_fab_get serialises). */
 #define WARM_EXIT_WAIT_NS 10000000000ull /* exit waits for a warm-up this long at most */
 
+static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER; /* warm_done's */
+static pthread_cond_t warm_done = PTHREAD_COND_INITIALIZER; /* warm_running fell to 0 */
+
 static void *warm_main(void *arg)
 {
 	(void)arg;
 	stk_conn_open_providers();
 	__atomic_store_n(&providers_ready, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&warm_lock);
 	__atomic_store_n(&warm_running, 0, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&warm_done);
+	pthread_mutex_unlock(&warm_lock);
 	return NULL;
 }
 
 /* atexit: libfabric's destructors must not run while the warm-up is inside
- * it (registered after the stack's own handlers: runs before them) */
+ * it (registered after the stack's own handlers: runs before them). The
+ * condition uses the realtime clock (the default): the bound is a safety net,
+ * not a measurement. */
 static void warm_wait(void)
 {
-	uint64_t end = now_ns() + WARM_EXIT_WAIT_NS;
-	while (__atomic_load_n(&warm_running, __ATOMIC_ACQUIRE) && now_ns() < end) {
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
-	}
+	struct timespec end;
+	clock_gettime(CLOCK_REALTIME, &end);
+	end.tv_sec += (time_t)(WARM_EXIT_WAIT_NS / 1000000000ull);
+	pthread_mutex_lock(&warm_lock);
+	while (__atomic_load_n(&warm_running, __ATOMIC_ACQUIRE) &&
+	       pthread_cond_timedwait(&warm_done, &warm_lock, &end) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&warm_lock);
 }
 
 static void warm_up(void)
@@ -1224,6 +1235,8 @@ void stk_lazy_atfork_parent(void)
 void stk_lazy_atfork_child(void)
 {
 	pthread_mutex_init(&work_lock, NULL);
+	pthread_mutex_init(&warm_lock, NULL);
+	pthread_cond_init(&warm_done, NULL);
 	/* a warm-up the parent had under way (between two providers: fork
 	 * waits for the one being opened) did not follow: the child's exit
 	 * must not wait for it, and the child may warm up on its own */

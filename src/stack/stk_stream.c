@@ -574,6 +574,19 @@ static void peer_migrates_locked(struct stk_conn *conn)
 	}
 }
 
+/* A peer gone for good (reset, or closed completely) never answers our
+ * MIGRATE, and nothing more comes on the fabric: its end settles the
+ * migration at once, as when it was gone before ours left (send_migrate_locked).
+ * The case: a fork meets a peer that closes at the same moment. */
+static void peer_gone_answers_locked(struct stk_conn *conn)
+{
+	if (conn->mig_tx && !conn->mig_rx &&
+	    (conn->reset || (conn->peer_closed && conn->fin_rcvd))) {
+		set_mig_rx_locked(conn);
+		migrated_locked(conn);
+	}
+}
+
 static int answering; /* one thread scans for pending answers at a time */
 
 static void answer_pending(void)
@@ -726,8 +739,10 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 			if (flags & STK_MSG_MIGRATE)
 				peer_migrates_locked(conn);
 		}
-		if (!quiet)
+		if (!quiet) {
+			peer_gone_answers_locked(conn);
 			changed(conn);
+		}
 	}
 	pthread_mutex_unlock(&conn->lock);
 }

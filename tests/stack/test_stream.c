@@ -23,6 +23,7 @@
 #include "stack/stk_conn.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_log.h"
+#include "stack/stk_migrate.h"
 #include "stack/stk_nego.h"
 #include "stack/stk_stream.h"
 
@@ -459,6 +460,32 @@ START_TEST(test_epipe_after_close)
 	ck_assert_int_eq(stk_recv(conn, buf, sizeof(buf), 0), 0);
 	ck_assert_int_eq(pair_wait(&p), 0);
 	ck_assert_int_eq(stk_send(conn, "x", 1, 0), -EPIPE);
+	ck_assert_int_eq(stk_close(conn, false), 0);
+}
+END_TEST
+
+/* The peer closes completely while our MIGRATE is on its way (a fork meets a
+ * client that is exiting): its FIN|CLOSE is the answer (it never sends one),
+ * so the migration ends without waiting out STK_MIGRATE_WAIT_MS, and the
+ * connection reads EOF from its kernel socket. */
+START_TEST(test_migrate_meets_close)
+{
+	const char *prov = providers[_i];
+	config(prov);
+	struct pair p;
+	pair_listen(&p, true);
+	pair_fork(&p, closer_client, prov);
+	int fd = server_accept(&p);
+	struct stk_conn *conn = attach_ok(fd, false, prov);
+	ck_assert_ptr_nonnull(conn);
+	/* the client's close is in our queue, not delivered: no call of ours ran */
+	ck_assert_int_eq(pair_wait(&p), 0);
+	uint64_t late0 = __atomic_load_n(&stk_counters[STK_C_MIGRATE_TIMEOUT], __ATOMIC_RELAXED);
+	struct stk_conn *conns[] = { conn };
+	ck_assert_uint_eq(stk_migrate_conns(conns, 1, STK_MIGRATE_REASON_FORK), 0);
+	ck_assert_uint_eq(__atomic_load_n(&stk_counters[STK_C_MIGRATE_TIMEOUT], __ATOMIC_RELAXED), late0);
+	char buf[8];
+	ck_assert_int_eq(stk_recv(conn, buf, sizeof(buf), 0), 0);
 	ck_assert_int_eq(stk_close(conn, false), 0);
 }
 END_TEST
@@ -929,6 +956,7 @@ static Suite *stack_suite(void)
 	ADD_LOOP(tc, test_slow_reader, np);
 	ADD_LOOP(tc, test_half_close, np);
 	ADD_LOOP(tc, test_epipe_after_close, np);
+	ADD_LOOP(tc, test_migrate_meets_close, np);
 	ADD_LOOP(tc, test_abortive_close, np);
 	ADD_LOOP(tc, test_peer_death, np);
 	ADD_LOOP(tc, test_many_conns_threads, np);
