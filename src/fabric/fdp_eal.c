@@ -24,14 +24,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/random.h>
 
+#include <rte_alarm.h>
 #include <rte_dev.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -511,13 +514,10 @@ static bool eal_cleanup_safe(uint16_t port)
 	return strstr(info.driver_name, "memif") == NULL;
 }
 
-/* Stop before close: rte_eth_dev_stop disconnects a memif under its
- * control-channel lock (the interrupt thread handling a peer's disconnect
- * at the same moment defers the free to itself), after which close finds
- * no channel; close alone reads the channel unlocked (a use-after-free
- * when the peer disconnects at that instant). Close releases the queues'
- * mbufs back to the pool, which can then be freed. */
-static void close_port(uint16_t port)
+/* Stop before close: close alone reads a memif's control channel unlocked.
+ * Close releases the queues' mbufs back to the pool, which can then be
+ * freed. Runs on the EAL interrupt thread (close_port). */
+static void close_port_now(uint16_t port)
 {
 	char name[RTE_MEMPOOL_NAMESIZE];
 	struct rte_mempool *pool;
@@ -538,6 +538,65 @@ static void close_port(uint16_t port)
 		rte_mempool_free(pool);
 	FDP_INFO(FI_LOG_CORE, "port %u stopped and closed, mbuf pool %s\n", port,
 		 pool ? "freed" : "absent");
+}
+
+/* The port is stopped and closed on the EAL interrupt thread, through an
+ * alarm: that thread also runs net_memif's control channel, and a memif
+ * whose peer hangs up is disconnected there (memif_disconnect). Stopped from
+ * another thread at that instant, both would run memif_disconnect at once:
+ * only its control-channel part is locked, so the shared regions were freed
+ * twice (DPDK 22.11; heap corruption, SIGSEGV in rte_free at exit, seen when
+ * both processes of a pair exit together). On one thread the two are
+ * serialised. The caller waits for the alarm (bounded); an interrupt thread
+ * that does not run it in time has the alarm cancelled and the port closed
+ * here. */
+#define CLOSE_ON_INTR_WAIT_S 5
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint16_t port;
+	bool done;
+} close_job = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false };
+
+static void close_port_alarm(void *arg)
+{
+	(void)arg;
+	close_port_now(close_job.port);
+	pthread_mutex_lock(&close_job.lock);
+	close_job.done = true;
+	pthread_cond_broadcast(&close_job.cond);
+	pthread_mutex_unlock(&close_job.lock);
+}
+
+static void close_port(uint16_t port)
+{
+	struct timespec end;
+	bool done;
+
+	close_job.port = port;
+	close_job.done = false;
+	if (rte_eal_alarm_set(1, close_port_alarm, NULL) != 0) {
+		close_port_now(port);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &end);
+	end.tv_sec += CLOSE_ON_INTR_WAIT_S;
+	pthread_mutex_lock(&close_job.lock);
+	while (!close_job.done &&
+	       pthread_cond_timedwait(&close_job.cond, &close_job.lock, &end) != ETIMEDOUT)
+		;
+	done = close_job.done;
+	pthread_mutex_unlock(&close_job.lock);
+	if (done)
+		return;
+	/* cancel waits for an alarm that is running: afterwards it either ran
+	 * (done) or never will */
+	if (rte_eal_alarm_cancel(close_port_alarm, NULL) > 0) {
+		FDP_INFO(FI_LOG_CORE, "interrupt thread busy: port %u closed on this thread\n",
+			 port);
+		close_port_now(port);
+	}
 }
 
 void fdp_eal_pool_name(uint16_t port, char *out, size_t cap)

@@ -64,8 +64,8 @@ if wait_ready "$tmp/srv.out"; then
 	n=$(counter "$tmp/srv.log" conn_accel_dpdk)
 	echo "fork: client $crc, server $src, server connections over dpdk: $n (A and C; B from the child on the kernel)"
 	[ $crc -eq 0 ] && [ $src -eq 0 ] && [ "$n" -eq 2 ] ||
-		{ echo "FAIL: fork on dpdk"; grep -v 'info: counter' "$tmp/cli.log" | tail -n 8;
-			echo "server:"; cat "$tmp/srv.out"; grep -v 'info: counter' "$tmp/srv.log" | tail -n 8; status=1; }
+		{ echo "FAIL: fork on dpdk"; grep -v 'info: ' "$tmp/cli.log" | tail -n 60;
+			echo "server:"; cat "$tmp/srv.out"; grep -v 'info: ' "$tmp/srv.log" | tail -n 60; status=1; }
 else
 	echo "FAIL: fork: server did not start"; status=1
 fi
