@@ -14,7 +14,8 @@
  *    full). Simultaneous MIGRATEs need nothing special: each side's MIGRATE is
  *    the answer to the other's.
  *  - A peer that closed completely (FIN|CLOSE received) or reset never answers;
- *    its kernel socket tells the rest (EOF/RST).
+ *    its kernel socket tells the rest (EOF/RST). Its FIN|CLOSE or RST arriving
+ *    after our MIGRATE left counts as its answer (it closed meanwhile).
  *  - Once both MIGRATEs passed, the bytes the app has not read yet move from the
  *    ring to a leftover buffer in a MAP_SHARED mapping with a process-shared
  *    lock: after a fork, whichever process reads first takes them, exactly once
