@@ -55,6 +55,7 @@ static pthread_t early_thread; /* fdp_eal_start_early's, to join */
 static bool early_joinable;    /* under eal_mutex */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static bool eal_ours;          /* we called rte_eal_init (so we clean it up) */
+static bool eal_wait_logged;   /* fi_fabric's wait for an early start was said */
 static uint16_t eal_port_id;
 static FILE *eal_log_stream;
 static atomic_bool eal_log_off;  /* set at cleanup: DPDK lines are dropped */
@@ -401,26 +402,40 @@ static int eal_start_locked(void)
 	return find_port();
 }
 
-/* Under eal_mutex: the first call starts the EAL, later ones read its result. */
-static void start_once_locked(void)
+/* Under eal_mutex: the first call starts the EAL, later ones read its result.
+ * The duration is logged (info): with fdp_eal_start's wait below, it is the
+ * start-up breakdown (FI_LOG_LEVEL=info) without tracing the process. */
+static void start_once_locked(const char *where)
 {
+	uint64_t t0;
 	int ret;
 
 	if (eal_state != 0)
 		return;
 	eal_pid = getpid();
 	eal_starting = true;
+	t0 = fdp_now_ns();
 	ret = eal_start_locked();
 	eal_state = ret ? ret : 1;
 	eal_starting = false;
+	FDP_INFO(FI_LOG_CORE, "EAL start (%s): %s in %llu ms\n", where,
+		 ret ? "failed" : "done", (unsigned long long)((fdp_now_ns() - t0) / 1000000));
 }
 
 int fdp_eal_start(void)
 {
+	uint64_t t0 = fdp_now_ns();
 	int ret;
 
 	pthread_mutex_lock(&eal_mutex);
-	start_once_locked();
+	/* an early start under way held the mutex: how long the caller waited
+	 * for it is what the early start did not hide */
+	if (early_joinable && eal_state != 0 && !eal_wait_logged) {
+		eal_wait_logged = true;
+		FDP_INFO(FI_LOG_CORE, "waited %llu ms for the early EAL start\n",
+			 (unsigned long long)((fdp_now_ns() - t0) / 1000000));
+	}
+	start_once_locked("in fi_fabric");
 	ret = eal_state > 0 ? 0 : eal_state;
 	if (ret == 0 && getpid() != eal_pid) {
 		FDP_INFO(FI_LOG_CORE, "a forked child cannot use its parent's DPDK port\n");
@@ -434,7 +449,7 @@ static void *early_main(void *arg)
 {
 	(void)arg;
 	pthread_mutex_lock(&eal_mutex);
-	start_once_locked();
+	start_once_locked("early thread");
 	pthread_mutex_unlock(&eal_mutex);
 	return NULL;
 }

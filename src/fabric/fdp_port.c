@@ -106,6 +106,7 @@ static int port_configure(struct fdp_port *p)
 	uint32_t frame_max;
 	size_t dev_mtu;
 	unsigned int nb_mbufs;
+	uint64_t t0 = fdp_now_ns(); /* the set-up's duration is logged (info) */
 	int ret;
 
 	ret = rte_eth_dev_info_get(p->port_id, &info);
@@ -212,10 +213,12 @@ static int port_configure(struct fdp_port *p)
 	rte_eth_allmulticast_disable(p->port_id);
 	rte_eth_macaddr_get(p->port_id, &p->mac);
 	FDP_INFO(FI_LOG_DOMAIN,
-		 "port %s: mac " RTE_ETHER_ADDR_PRT_FMT " mtu %zu csum offload tx %d rx %d%s\n",
+		 "port %s: mac " RTE_ETHER_ADDR_PRT_FMT " mtu %zu csum offload tx %d rx %d%s; "
+		 "set up in %llu ms\n",
 		 fdp_params.device, RTE_ETHER_ADDR_BYTES(&p->mac), p->mtu,
 		 p->tx_udp_csum, p->rx_csum,
-		 p->tx_udp_csum_none ? " (shared-memory link: no UDP checksum)" : "");
+		 p->tx_udp_csum_none ? " (shared-memory link: no UDP checksum)" : "",
+		 (unsigned long long)((fdp_now_ns() - t0) / 1000000));
 	return 0;
 }
 
