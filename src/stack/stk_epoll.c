@@ -58,6 +58,16 @@ struct ep_item {
 	bool notified;              /* a change arrived since the scan took it */
 	/* protected by the watched object's watch lock */
 	struct ep_item *w_prev, *w_next;
+	/* Parked (set under ep->lock and ep->rdl, read under either): the app
+	 * removed the item (EPOLL_CTL_DEL) but its liveness fd stays in P and the
+	 * item stays on the connection's watch list, so that the app adding the
+	 * connection again costs no system call (event loops that DEL and ADD a
+	 * socket around every request, as redis-benchmark does, paid two
+	 * epoll_ctl on P per request). A parked item is in no by_fd slot, never
+	 * on the ready list, never reported; it is freed when the connection
+	 * closes or leaves the fabric, or the set is destroyed. */
+	bool parked;
+	struct ep_item *pk_prev, *pk_next; /* ep->parked list, protected by ep->lock */
 };
 
 struct stk_epoll {
@@ -69,6 +79,7 @@ struct stk_epoll {
 	bool expose_set;
 	struct ep_item **by_fd;     /* items by the app's fd number */
 	unsigned by_fd_cap, n;
+	struct ep_item *parked;     /* parked items (see struct ep_item) */
 	struct stk_ready_fabs fabs; /* fabrics of the items (wait fds are in P) */
 	unsigned fab_refs[STK_READY_FAB_MAX]; /* items with fab_known per fabs.fab[i]: a
 					       * fabric leaves with its last item */
@@ -148,6 +159,10 @@ static void enqueue(struct ep_item *it)
 	struct stk_epoll *ep = it->ep;
 	bool appended = false;
 	spin_lock(&ep->rdl);
+	if (it->parked) { /* removed by the app: nothing to report, no one to wake */
+		spin_unlock(&ep->rdl);
+		return;
+	}
 	it->notified = true;
 	if (!it->on_rdl) {
 		rdl_append(ep, it);
@@ -213,16 +228,30 @@ static bool watch_unlink(struct ep_item *it)
 	return shared;
 }
 
-/* Does another item of ep already watch the object of it (before linking)? */
-static bool watched_by(struct stk_epoll *ep, struct ep_item *it)
+/* An item of ep that already watches the object of it (before linking), or
+ * NULL. A parked one is the only item of ep watching its connection. */
+static struct ep_item *watched_by(struct stk_epoll *ep, struct ep_item *it)
 {
 	struct stk_ready_watch *w = watch_of(it);
-	bool found = false;
+	struct ep_item *found = NULL;
 	spin_lock(&w->lock);
 	for (struct ep_item *o = w->first; o && !found; o = o->w_next)
-		found = o->ep == ep;
+		if (o->ep == ep)
+			found = o;
 	spin_unlock(&w->lock);
 	return found;
+}
+
+/* Does an item of ep other than it watch its object (it linked)? */
+static bool watch_shared(struct ep_item *it)
+{
+	struct stk_ready_watch *w = watch_of(it);
+	bool shared = false;
+	spin_lock(&w->lock);
+	for (struct ep_item *o = w->first; o && !shared; o = o->w_next)
+		shared = o != it && o->ep == it->ep;
+	spin_unlock(&w->lock);
+	return shared;
 }
 
 /* ---- objects ---- */
@@ -357,9 +386,27 @@ static void forget_fab(struct stk_epoll *ep, struct ep_item *it)
 	}
 }
 
-/* Remove and free an item (lock held), unregistering what it put in P. */
+static void parked_unlink(struct stk_epoll *ep, struct ep_item *it)
+{
+	if (it->pk_prev)
+		it->pk_prev->pk_next = it->pk_next;
+	else
+		ep->parked = it->pk_next;
+	if (it->pk_next)
+		it->pk_next->pk_prev = it->pk_prev;
+	it->pk_prev = it->pk_next = NULL;
+}
+
+/* Remove and free an item, parked or not (lock held), unregistering what it
+ * put in P. */
 static void remove_item(struct stk_epoll *ep, struct ep_item *it)
 {
+	if (it->parked) {
+		parked_unlink(ep, it);
+	} else {
+		ep->by_fd[it->fd] = NULL;
+		ep->n--;
+	}
 	if (it->conn)
 		forget_fab(ep, it);
 	/* off the watch first: a delivery in another thread (the negotiation
@@ -373,9 +420,54 @@ static void remove_item(struct stk_epoll *ep, struct ep_item *it)
 		sys_ctl(ep->priv, EPOLL_CTL_DEL, it->live_fd, 0, 0);
 	if (it->inner)
 		sys_ctl(ep->priv, EPOLL_CTL_DEL, it->inner->priv, 0, 0);
+	free(it);
+}
+
+/* EPOLL_CTL_DEL (lock held): park an item whose connection's liveness fd it
+ * alone put in P (see struct ep_item), free any other. */
+static void del_item(struct stk_epoll *ep, struct ep_item *it)
+{
+	if (!it->conn || it->live_fd < 0 || stk_ready_phase(it->conn) != STK_PHASE_FABRIC ||
+	    watch_shared(it)) {
+		remove_item(ep, it);
+		return;
+	}
+	/* its fabric leaves the set's sleeps if no other item uses it (an idle
+	 * set must not keep a provider polling for it) */
+	forget_fab(ep, it);
+	it->fab_known = false;
+	spin_lock(&ep->rdl);
+	rdl_unlink(ep, it);
+	it->parked = true;
+	it->notified = false;
+	spin_unlock(&ep->rdl);
 	ep->by_fd[it->fd] = NULL;
 	ep->n--;
-	free(it);
+	it->pk_prev = NULL;
+	it->pk_next = ep->parked;
+	if (ep->parked)
+		ep->parked->pk_prev = it;
+	ep->parked = it;
+}
+
+/* EPOLL_CTL_ADD of a parked item's connection (lock held): the item is the
+ * app's again under fd, as a fresh one would be (its liveness fd is in P). */
+static void unpark_item(struct stk_epoll *ep, struct ep_item *it, int fd, uint32_t events,
+			epoll_data_t data)
+{
+	parked_unlink(ep, it);
+	it->fd = fd;
+	it->events = events;
+	it->data = data;
+	it->disabled = false;
+	it->gen = 0;
+	it->last_ev = 0;
+	ep->by_fd[fd] = it;
+	ep->n++;
+	spin_lock(&ep->rdl);
+	it->parked = false;
+	spin_unlock(&ep->rdl);
+	note_fab(ep, it);
 }
 
 static uint32_t item_events(struct ep_item *it, uint64_t *gen, bool drive);
@@ -421,6 +513,16 @@ static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *con
 		ret = reserve(ep, fd);
 		if (ret)
 			break;
+		struct ep_item *known = NULL;
+		if (conn) {
+			struct ep_item probe = { .conn = conn };
+			known = watched_by(ep, &probe);
+			if (known && known->parked) {
+				unpark_item(ep, known, fd, events, ev->data);
+				queue_if_ready(known);
+				break;
+			}
+		}
 		it = calloc(1, sizeof(*it));
 		if (!it) {
 			ret = -ENOMEM;
@@ -432,7 +534,7 @@ static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *con
 		};
 		if (conn) {
 			int lf = stk_ready_ops.liveness_fd(conn);
-			if (lf >= 0 && !watched_by(ep, it)) {
+			if (lf >= 0 && !known) {
 				/* edge-triggered: a socket at EOF must not wake every sleep;
 				 * OUT: while negotiating, the end of a non-blocking connect;
 				 * after a migration to the kernel (stk_migrate.h) the send
@@ -479,7 +581,7 @@ static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *con
 			ret = -ENOENT;
 			break;
 		}
-		remove_item(ep, it);
+		del_item(ep, it);
 		break;
 	}
 	pthread_mutex_unlock(&ep->lock);
@@ -581,6 +683,10 @@ static bool drop_one_watcher(struct stk_ready_watch *w,
  * (ep->lock held). */
 static void migrate_to_kernel(struct stk_epoll *ep, struct ep_item *it)
 {
+	if (it->parked) { /* the app removed it: not for E */
+		remove_item(ep, it);
+		return;
+	}
 	uint32_t events = it->events;
 	if (it->disabled)
 		events &= ~(uint32_t)EVENT_BITS; /* one-shot already fired: stays disarmed */
@@ -625,6 +731,8 @@ void stk_epoll_destroy(struct stk_epoll *ep)
 	for (unsigned fd = 0; fd < ep->by_fd_cap; fd++)
 		if (ep->by_fd[fd])
 			remove_item(ep, ep->by_fd[fd]);
+	while (ep->parked)
+		remove_item(ep, ep->parked);
 	pthread_mutex_unlock(&ep->lock);
 	pthread_mutex_unlock(&registry_lock);
 	if (ep->expose_fd >= 0)
@@ -1028,6 +1136,9 @@ static void refill_priv(struct stk_epoll *ep)
 	sys_ctl(ep->priv, EPOLL_CTL_ADD, ep->epfd, EPOLLIN, TAG_APP);
 	if (ep->wake_fd >= 0)
 		sys_ctl(ep->priv, EPOLL_CTL_ADD, ep->wake_fd, EPOLLIN, TAG_WAKE);
+	/* the fresh P does not hold the parked items' fds: they go */
+	while (ep->parked)
+		remove_item(ep, ep->parked);
 	for (unsigned fd = 0; fd < ep->by_fd_cap; fd++) {
 		struct ep_item *it = ep->by_fd[fd];
 		if (!it)

@@ -31,7 +31,12 @@
  * EPOLLONESHOT items are disabled after one report until EPOLL_CTL_MOD. revents
  * are filtered to the requested events | EPOLLERR | EPOLLHUP, as the kernel
  * does. Items are found by fd in an array (ctl is O(1)); closing a connection
- * or a set visits only the items watching it.
+ * or a set visits only the items watching it. EPOLL_CTL_DEL of an accelerated
+ * socket keeps its liveness fd in P (the item is "parked": never reported,
+ * freed when the connection closes or leaves the fabric, or the set closes),
+ * so an ADD of it again, as event loops that DEL and ADD around every request
+ * do, makes no system call; a parked socket's liveness may wake a sleep in
+ * vain (the wait sleeps again).
  *
  * Order and fairness: accelerated items are reported in the order they became
  * ready, a level-triggered reporter moving to the back (the kernel's rotation),

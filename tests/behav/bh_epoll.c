@@ -1,7 +1,7 @@
 /* epoll: epoll_create/epoll_create1, epoll_ctl ADD/MOD/DEL and its errors,
  * epoll_wait, epoll_pwait, epoll_pwait2, level vs edge triggered
  * (EPOLLET), EPOLLONESHOT re-arming, EPOLLRDHUP, data cookies, a listener
- * and UDP in the same set, a closed fd leaving the set. Events are printed
+ * and UDP in the same set, a closed fd leaving the set, DEL and ADD again. Events are printed
  * by cookie, sorted, never by fd. */
 #include "config.h"
 #include "bh.h"
@@ -303,11 +303,56 @@ static void test_pwait(void)
 	close(ep);
 }
 
+/* A socket removed and added again around every exchange (event loops that
+ * DEL and ADD per request, as redis-benchmark): never reported while
+ * removed, reported with its new cookie once added; a removed socket whose
+ * peer closes, which is closed itself, or whose set is closed. */
+static void test_del_readd(void)
+{
+	struct epoll_event ev[16];
+	int cfd, sfd, ep, n, bad = 0;
+	char buf[16];
+
+	ep = bh_okfd("epoll_create1(0)", epoll_create1(0));
+	bh_tcp_pair(&cfd, &sfd, 0);
+	bh_ok("epoll_ctl(ADD tcp IN)", add(ep, sfd, EPOLLIN, 1));
+	for (int i = 0; i < 20; i++) {
+		bad += epoll_ctl(ep, EPOLL_CTL_DEL, sfd, NULL) != 0;
+		bad += write(cfd, "x", 1) != 1;
+		bad += epoll_wait(ep, ev, 16, 20) != 0;
+		bad += add(ep, sfd, EPOLLIN, 100 + (uint64_t)i) != 0;
+		n = wait_for(ep, ev, 1);
+		bad += n != 1 || ev[0].data.u64 != 100 + (uint64_t)i;
+		bad += read(sfd, buf, sizeof(buf)) != 1;
+	}
+	bh_say("20 DEL/ADD rounds: %d wrong", bad);
+	BH_CHECK(bad == 0);
+	bh_ok("epoll_ctl(DEL tcp)", epoll_ctl(ep, EPOLL_CTL_DEL, sfd, NULL));
+	close(cfd);
+	n = show("epoll_wait(removed, peer closed, 100 ms)", epoll_wait(ep, ev, 16, 100), ev);
+	BH_CHECK(n == 0);
+	bh_ok("epoll_ctl(ADD tcp IN|RDHUP)", add(ep, sfd, EPOLLIN | EPOLLRDHUP, 7));
+	n = show("epoll_wait(added again)", wait_for(ep, ev, 1), ev);
+	BH_CHECK(n == 1 && ev[0].data.u64 == 7);
+	bh_ok("epoll_ctl(DEL tcp)", epoll_ctl(ep, EPOLL_CTL_DEL, sfd, NULL));
+	close(sfd); /* closed while removed */
+	n = show("epoll_wait(removed, closed)", epoll_wait(ep, ev, 16, 50), ev);
+	BH_CHECK(n == 0);
+	bh_tcp_pair(&cfd, &sfd, 0);
+	bh_ok("epoll_ctl(ADD tcp IN)", add(ep, sfd, EPOLLIN, 2));
+	bh_ok("epoll_ctl(DEL tcp)", epoll_ctl(ep, EPOLL_CTL_DEL, sfd, NULL));
+	close(ep); /* the set goes first */
+	bh_ok("write after the set closed", write(cfd, "y", 1) == 1 ? 0 : -1);
+	close(cfd);
+	close(sfd);
+}
+
 int main(void)
 {
 	bh_start("epoll");
 	test_create_ctl();
 	test_edge_oneshot();
 	test_pwait();
+	test_del_readd();
 	return bh_finish();
 }

@@ -24,6 +24,7 @@
 #include "stack/stk_config.h"
 #include "stack/stk_epoll.h"
 #include "stack/stk_ready.h"
+#include "stack/stk_sys.h"
 
 /* ---- the test double ---- */
 
@@ -992,6 +993,78 @@ START_TEST(idle_uses_little_cpu)
 }
 END_TEST
 
+/* epoll_ctl calls the stack makes on its own sets (P), counted by a wrapper
+ * in stk_sys */
+static int sys_ctl_calls;
+static int (*sys_ctl_real)(int, int, int, struct epoll_event *);
+static int counting_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	__atomic_fetch_add(&sys_ctl_calls, 1, __ATOMIC_RELAXED);
+	return sys_ctl_real(epfd, op, fd, ev);
+}
+
+/* An event loop that removes and adds a socket around every request (as
+ * redis-benchmark does): after the first ADD no system call, and the set
+ * still behaves as the kernel's: a removed socket is never reported, one
+ * added again reports with its new data, a closed one is gone for good. */
+START_TEST(epoll_del_add_costs_no_syscall)
+{
+	int epfd;
+	struct stk_epoll *ep = ep_new(&epfd);
+	struct fake_conn *a = fake_new(_i & 1), *b = fake_new(_i & 1);
+	sys_ctl_real = stk_sys.epoll_ctl;
+	stk_sys.epoll_ctl = counting_ctl;
+	ep_add(ep, a, EPOLLIN, 1);
+	ep_add(ep, b, EPOLLIN | EPOLLET, 2);
+	int first = __atomic_load_n(&sys_ctl_calls, __ATOMIC_RELAXED);
+	ck_assert_int_gt(first, 0); /* the liveness fds went into P */
+	struct epoll_event evs[4];
+	for (int i = 0; i < 100; i++) {
+		ck_assert_int_eq(stk_epoll_ctl(ep, EPOLL_CTL_DEL, a->fd, NULL, NULL), 0);
+		ck_assert_int_eq(stk_epoll_ctl(ep, EPOLL_CTL_DEL, a->fd, NULL, NULL), -ENOENT);
+		struct epoll_event mod = { .events = EPOLLIN };
+		ck_assert_int_eq(stk_epoll_ctl(ep, EPOLL_CTL_MOD, a->fd, (struct stk_conn *)a, &mod),
+				 -ENOENT);
+		fake_set(a, i & 1 ? POLLIN : 0); /* while removed: never reported */
+		ck_assert_int_eq(stk_epoll_wait(ep, evs, 4, 0, NULL), 0);
+		ep_add(ep, a, EPOLLIN, 100 + (uint64_t)i);
+		ck_assert_int_eq(stk_epoll_ctl(ep, EPOLL_CTL_ADD, a->fd, (struct stk_conn *)a, &mod),
+				 -EEXIST);
+		ck_assert_int_eq(stk_epoll_wait(ep, evs, 4, 0, NULL), i & 1);
+		if (i & 1)
+			ck_assert_uint_eq(evs[0].data.u64, 100 + (uint64_t)i);
+	}
+	ck_assert_int_eq(__atomic_load_n(&sys_ctl_calls, __ATOMIC_RELAXED), first);
+	/* removed, then its peer dies: a wait neither reports it nor ends early;
+	 * added again, it reports the end */
+	ck_assert_int_eq(stk_epoll_ctl(ep, EPOLL_CTL_DEL, b->fd, NULL, NULL), 0);
+	struct later l;
+	later_start(&l, 10, act_close_peer, b);
+	fake_set(a, 0);
+	ck_assert_int_eq(stk_epoll_wait(ep, evs, 4, 0, NULL), 0);
+	uint64_t t0 = now_ms();
+	ck_assert_int_eq(stk_epoll_wait(ep, evs, 4, 150, NULL), 0);
+	ck_assert_uint_ge(now_ms() - t0, 140);
+	later_join(&l);
+	ep_add(ep, b, EPOLLIN | EPOLLET, 3);
+	ck_assert_int_eq(stk_epoll_wait(ep, evs, 4, 1000, NULL), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 3);
+	ck_assert_uint_eq(evs[0].events, EPOLLIN | EPOLLHUP | EPOLLERR);
+	/* closing a removed connection takes its liveness fd out of P */
+	ck_assert_int_eq(stk_epoll_ctl(ep, EPOLL_CTL_DEL, a->fd, NULL, NULL), 0);
+	int before = __atomic_load_n(&sys_ctl_calls, __ATOMIC_RELAXED);
+	stk_epoll_conn_closed((struct stk_conn *)a);
+	ck_assert_int_eq(__atomic_load_n(&sys_ctl_calls, __ATOMIC_RELAXED), before + 1);
+	ck_assert_ptr_eq(a->watch.first, NULL);
+	/* a set destroyed with a removed connection leaves no watcher behind */
+	ck_assert_int_eq(stk_epoll_ctl(ep, EPOLL_CTL_DEL, b->fd, NULL, NULL), 0);
+	stk_sys.epoll_ctl = sys_ctl_real;
+	stk_epoll_destroy(ep);
+	ck_assert_ptr_eq(b->watch.first, NULL);
+	close(epfd);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("ready");
@@ -1012,6 +1085,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, epoll_mixed_fair);
 	tcase_add_loop_test(tc, epoll_liveness_and_eintr, 0, 2);
 	tcase_add_loop_test(tc, epoll_threads_and_two_sets, 0, 2);
+	tcase_add_loop_test(tc, epoll_del_add_costs_no_syscall, 0, 2);
 	tcase_add_loop_test(tc, epoll_nested, 0, 2);
 	tcase_add_test(tc, idle_uses_little_cpu);
 	suite_add_tcase(s, tc);
