@@ -158,6 +158,20 @@ static struct stk_conn *attach_ok(int fd, bool client, const char *prov)
 	return conn;
 }
 
+/* Server side of an accelerated pair (config, listener, forked client,
+ * accept, attach): the attached connection. */
+static struct stk_conn *accel_pair(struct pair *p, int (*client)(struct pair *p, const char *prov),
+				   const char *prov)
+{
+	config(prov);
+	pair_listen(p, true);
+	pair_fork(p, client, prov);
+	int fd = server_accept(p);
+	struct stk_conn *conn = attach_ok(fd, false, prov);
+	ck_assert_ptr_nonnull(conn);
+	return conn;
+}
+
 static uint64_t rng_next(uint64_t *s)
 {
 	uint64_t x = *s;
@@ -236,13 +250,8 @@ static int echo_client(struct pair *p, const char *prov)
 START_TEST(test_echo_random)
 {
 	const char *prov = providers[_i];
-	config(prov);
 	struct pair p;
-	pair_listen(&p, true);
-	pair_fork(&p, echo_client, prov);
-	int fd = server_accept(&p);
-	struct stk_conn *conn = attach_ok(fd, false, prov);
-	ck_assert_ptr_nonnull(conn);
+	struct stk_conn *conn = accel_pair(&p, echo_client, prov);
 	uint8_t *buf = malloc(65536);
 	for (;;) {
 		ssize_t n = stk_recv(conn, buf, 65536, 0);
@@ -296,13 +305,8 @@ static int bulk_client(struct pair *p, const char *prov)
 START_TEST(test_bulk_checksum)
 {
 	const char *prov = providers[_i];
-	config(prov);
 	struct pair p;
-	pair_listen(&p, true);
-	pair_fork(&p, bulk_client, prov);
-	int fd = server_accept(&p);
-	struct stk_conn *conn = attach_ok(fd, false, prov);
-	ck_assert_ptr_nonnull(conn);
+	struct stk_conn *conn = accel_pair(&p, bulk_client, prov);
 	size_t cap = 1u << 20;
 	uint8_t *buf = malloc(cap);
 	uint64_t total = 0, sum = 0xcbf29ce484222325ull;
@@ -361,13 +365,8 @@ static int slow_client(struct pair *p, const char *prov)
 START_TEST(test_slow_reader)
 {
 	const char *prov = providers[_i];
-	config(prov);
 	struct pair p;
-	pair_listen(&p, true);
-	pair_fork(&p, slow_client, prov);
-	int fd = server_accept(&p);
-	struct stk_conn *conn = attach_ok(fd, false, prov);
-	ck_assert_ptr_nonnull(conn);
+	struct stk_conn *conn = accel_pair(&p, slow_client, prov);
 	/* do not read until the window is full (the buffered bytes prove it) */
 	for (int i = 0; i < 1000 && stk_conn_readable(conn) < stk_cfg.window_bytes; i++)
 		usleep(5000);
@@ -415,13 +414,8 @@ static int half_client(struct pair *p, const char *prov)
 START_TEST(test_half_close)
 {
 	const char *prov = providers[_i];
-	config(prov);
 	struct pair p;
-	pair_listen(&p, true);
-	pair_fork(&p, half_client, prov);
-	int fd = server_accept(&p);
-	struct stk_conn *conn = attach_ok(fd, false, prov);
-	ck_assert_ptr_nonnull(conn);
+	struct stk_conn *conn = accel_pair(&p, half_client, prov);
 	char buf[64];
 	ck_assert_int_eq(stk_recv(conn, buf, 11, MSG_WAITALL | MSG_PEEK), 11);
 	ck_assert_int_eq(memcmp(buf, "hello world", 11), 0);
@@ -449,13 +443,8 @@ static int closer_client(struct pair *p, const char *prov)
 START_TEST(test_epipe_after_close)
 {
 	const char *prov = providers[_i];
-	config(prov);
 	struct pair p;
-	pair_listen(&p, true);
-	pair_fork(&p, closer_client, prov);
-	int fd = server_accept(&p);
-	struct stk_conn *conn = attach_ok(fd, false, prov);
-	ck_assert_ptr_nonnull(conn);
+	struct stk_conn *conn = accel_pair(&p, closer_client, prov);
 	char buf[8];
 	ck_assert_int_eq(stk_recv(conn, buf, sizeof(buf), 0), 0);
 	ck_assert_int_eq(pair_wait(&p), 0);
@@ -471,13 +460,8 @@ END_TEST
 START_TEST(test_migrate_meets_close)
 {
 	const char *prov = providers[_i];
-	config(prov);
 	struct pair p;
-	pair_listen(&p, true);
-	pair_fork(&p, closer_client, prov);
-	int fd = server_accept(&p);
-	struct stk_conn *conn = attach_ok(fd, false, prov);
-	ck_assert_ptr_nonnull(conn);
+	struct stk_conn *conn = accel_pair(&p, closer_client, prov);
 	/* the client's close is in our queue, not delivered: no call of ours ran */
 	ck_assert_int_eq(pair_wait(&p), 0);
 	uint64_t late0 = __atomic_load_n(&stk_counters[STK_C_MIGRATE_TIMEOUT], __ATOMIC_RELAXED);
@@ -517,13 +501,8 @@ static int death_client(struct pair *p, const char *prov)
 START_TEST(test_abortive_close)
 {
 	const char *prov = providers[_i];
-	config(prov);
 	struct pair p;
-	pair_listen(&p, true);
-	pair_fork(&p, abort_client, prov);
-	int fd = server_accept(&p);
-	struct stk_conn *conn = attach_ok(fd, false, prov);
-	ck_assert_ptr_nonnull(conn);
+	struct stk_conn *conn = accel_pair(&p, abort_client, prov);
 	ck_assert_int_eq(pair_wait(&p), 0);
 	char buf[8];
 	/* RST discards the data, as the kernel does */
@@ -536,13 +515,8 @@ END_TEST
 START_TEST(test_peer_death)
 {
 	const char *prov = providers[_i];
-	config(prov);
 	struct pair p;
-	pair_listen(&p, true);
-	pair_fork(&p, death_client, prov);
-	int fd = server_accept(&p);
-	struct stk_conn *conn = attach_ok(fd, false, prov);
-	ck_assert_ptr_nonnull(conn);
+	struct stk_conn *conn = accel_pair(&p, death_client, prov);
 	char buf[8];
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
