@@ -44,6 +44,7 @@ struct stk_fab {
 	size_t seg;
 	size_t inject;
 	size_t stream_seg;      /* stk_fab_stream_seg */
+	bool gather;            /* stk_fab_inject2 gathers: FI_INJECT sendmsg, 2 iovecs, no completion */
 	int wait_fd;
 	struct stk_fab_buf bufs[STK_FAB_RX_BUFS + STK_FAB_TX_BUFS];
 	uint64_t tx_free;       /* tagged head: tag << 32 | (index + 1) */
@@ -162,6 +163,35 @@ int stk_fab_inject(struct stk_fab *fab, const void *msg, size_t len, fi_addr_t d
 		return 0;
 	if (ret != -FI_EAGAIN)
 		FSK_WARN("fi_inject on %s: %s", fab->name, stk_fi.strerror((int)-ret));
+	return (int)ret;
+}
+
+int stk_fab_inject2(struct stk_fab *fab, const void *hdr, size_t hlen, const void *payload,
+		    size_t plen, fi_addr_t dest)
+{
+	if (!fab->gather || plen < STK_FAB_GATHER_MIN) {
+		uint8_t tmp[STK_FAB_STAGE_MAX];
+		if (hlen + plen > sizeof(tmp))
+			return -EMSGSIZE;
+		memcpy(tmp, hdr, hlen);
+		if (plen)
+			memcpy(tmp + hlen, payload, plen);
+		return stk_fab_inject(fab, tmp, hlen + plen, dest);
+	}
+	struct iovec iov[2] = {
+		{ .iov_base = (void *)hdr, .iov_len = hlen },
+		{ .iov_base = (void *)payload, .iov_len = plen },
+	};
+	void *desc[2] = { NULL, NULL };
+	struct fi_msg msg = { .msg_iov = iov, .desc = desc, .iov_count = 2, .addr = dest };
+	stk_fi_enter();
+	/* no FI_COMPLETION: the CQ is bound with FI_SELECTIVE_COMPLETION (gather) */
+	ssize_t ret = fi_sendmsg(fab->ep, &msg, FI_INJECT);
+	stk_fi_leave();
+	if (ret == 0)
+		return 0;
+	if (ret != -FI_EAGAIN)
+		FSK_WARN("fi_sendmsg(FI_INJECT) on %s: %s", fab->name, stk_fi.strerror((int)-ret));
 	return (int)ret;
 }
 
@@ -521,9 +551,23 @@ static int fab_open(const char *name, struct stk_fab **out)
 		FI_TRY(fi_cq_open(fab->domain, &cq_attr, &fab->cq, NULL), "fi_cq_open");
 	}
 
+	/* Gathered injects (stk_fab_inject2) need two iovecs, and no completion:
+	 * the transmit side is bound with FI_SELECTIVE_COMPLETION and the
+	 * endpoint's default transmit flags keep FI_COMPLETION, so fi_send still
+	 * completes (its buffer goes back to the free list) while fi_sendmsg
+	 * without FI_COMPLETION does not. Without two iovecs: the old binding. */
+	fab->gather = info->tx_attr->iov_limit >= 2 && info->tx_attr->inject_size >= STK_FAB_GATHER_MIN;
+	if (fab->gather)
+		info->tx_attr->op_flags |= FI_COMPLETION;
 	FI_TRY(fi_endpoint(fab->domain, info, &fab->ep, NULL), "fi_endpoint");
 	FI_TRY(fi_ep_bind(fab->ep, &fab->av->fid, 0), "fi_ep_bind(av)");
-	FI_TRY(fi_ep_bind(fab->ep, &fab->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+	if (fab->gather) {
+		FI_TRY(fi_ep_bind(fab->ep, &fab->cq->fid, FI_TRANSMIT | FI_SELECTIVE_COMPLETION),
+		       "fi_ep_bind(cq, transmit)");
+		FI_TRY(fi_ep_bind(fab->ep, &fab->cq->fid, FI_RECV), "fi_ep_bind(cq, recv)");
+	} else {
+		FI_TRY(fi_ep_bind(fab->ep, &fab->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+	}
 	FI_TRY(fi_enable(fab->ep), "fi_enable");
 
 	fab->seg = STK_FAB_SEG_MAX;
@@ -571,8 +615,9 @@ static int fab_open(const char *name, struct stk_fab **out)
 			goto fail;
 	}
 	FSK_INFO("%s: RDM endpoint open (provider %s, segment %zu, stream segment %zu, "
-		 "inject %zu, wait fd %d, order 0x%llx)", name, info->fabric_attr->prov_name,
-		 fab->seg, fab->stream_seg, fab->inject, fab->wait_fd, (unsigned long long)info->tx_attr->msg_order);
+		 "inject %zu%s, wait fd %d, order 0x%llx)", name, info->fabric_attr->prov_name,
+		 fab->seg, fab->stream_seg, fab->inject, fab->gather ? " gathered" : "",
+		 fab->wait_fd, (unsigned long long)info->tx_attr->msg_order);
 	*out = fab;
 	return 0;
 fail:

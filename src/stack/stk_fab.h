@@ -5,8 +5,9 @@
  * endpoint (FI_MSG, send-after-send ordering), and one registered slab split in
  * fixed-size segments: STK_FAB_RX_BUFS receive buffers always posted, and
  * STK_FAB_TX_BUFS send buffers on a lock-free free list (no malloc per message).
- * Messages up to the provider's inject size go out with fi_inject (no buffer, no
- * completion).
+ * Messages up to the provider's inject size go out with fi_inject or a gathered
+ * fi_sendmsg(FI_INJECT) (no buffer, no completion: the transmit side is bound
+ * with FI_SELECTIVE_COMPLETION where gathering is used).
  *
  * Lifetime: opened lazily by stk_fab_get() on first use, never closed before the
  * process exits (connections come and go; the endpoint stays).
@@ -92,6 +93,19 @@ bool stk_fab_tx_available(struct stk_fab *fab);
 int stk_fab_send(struct stk_fab *fab, struct stk_fab_buf *buf, size_t len, fi_addr_t dest);
 /* Send len ≤ stk_fab_inject_size() bytes from any memory; -EAGAIN as above. */
 int stk_fab_inject(struct stk_fab *fab, const void *msg, size_t len, fi_addr_t dest);
+
+/* Send one message made of hdr (hlen bytes) then payload (plen, may be 0 with
+ * payload NULL), hlen + plen ≤ min(stk_fab_inject_size(), STK_FAB_STAGE_MAX);
+ * no completion, both buffers are the caller's again on return. When the
+ * provider takes two iovecs (fi_info tx iov_limit) and the payload is at
+ * least STK_FAB_GATHER_MIN bytes, it gathers them itself (fi_sendmsg with
+ * FI_INJECT: one copy, into the provider's buffer); otherwise they are staged
+ * on the stack first (small messages: one call cheaper than the gather).
+ * -EAGAIN as above, -EMSGSIZE when too large. */
+#define STK_FAB_STAGE_MAX 4096u
+#define STK_FAB_GATHER_MIN 512u
+int stk_fab_inject2(struct stk_fab *fab, const void *hdr, size_t hlen, const void *payload,
+		    size_t plen, fi_addr_t dest);
 
 /* Drain up to stk_cfg.batch completions. Returns the number handled (0 when the
  * CQ was empty or another thread held it). */

@@ -24,7 +24,6 @@
 #include <sys/time.h>
 #include <time.h>
 
-#define INJECT_STACK_MAX 4096       /* bytes assembled on the stack for fi_inject */
 #define CLOSE_DRAIN_NS 1000000000ull /* room for a control message: at most this */
 #define LINGER_DEFAULT_NS 10000000000ull /* sends in flight at close: 10 s at most */
 #define PEER_GONE_GRACE_NS 200000000ull  /* ... 0.2 s once the peer hung up */
@@ -808,12 +807,8 @@ static int post_raw_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_f
 	};
 	size_t total = sizeof(hdr) + plen;
 	int ret;
-	if (!tracked && total <= stk_fab_inject_size(fab) && total <= INJECT_STACK_MAX) {
-		uint8_t tmp[INJECT_STACK_MAX];
-		memcpy(tmp, &hdr, sizeof(hdr));
-		if (plen)
-			memcpy(tmp + sizeof(hdr), payload, plen);
-		ret = stk_fab_inject(fab, tmp, total, conn->peer_addr);
+	if (!tracked && total <= stk_fab_inject_size(fab) && total <= STK_FAB_STAGE_MAX) {
+		ret = stk_fab_inject2(fab, &hdr, sizeof(hdr), payload, plen, conn->peer_addr);
 	} else {
 		struct stk_fab_buf *buf = stk_fab_buf_get(fab);
 		if (!buf)
