@@ -142,16 +142,21 @@ void stk_fab_buf_put(struct stk_fab *fab, struct stk_fab_buf *buf)
 
 /* ---- data path ---- */
 
+/* A post's result: 0, -FI_EAGAIN (the caller retries after progress), or an
+ * error, logged with the call that failed. */
+static int post_result(struct stk_fab *fab, ssize_t ret, const char *call)
+{
+	if (ret != 0 && ret != -FI_EAGAIN)
+		FSK_WARN("%s on %s: %s", call, fab->name, stk_fi.strerror((int)-ret));
+	return (int)ret;
+}
+
 int stk_fab_send(struct stk_fab *fab, struct stk_fab_buf *buf, size_t len, fi_addr_t dest)
 {
 	stk_fi_enter();
 	ssize_t ret = fi_send(fab->ep, buf->data, len, fab->mr_desc, dest, &buf->ctx);
 	stk_fi_leave();
-	if (ret == 0)
-		return 0;
-	if (ret != -FI_EAGAIN)
-		FSK_WARN("fi_send on %s: %s", fab->name, stk_fi.strerror((int)-ret));
-	return (int)ret;
+	return post_result(fab, ret, "fi_send");
 }
 
 int stk_fab_inject(struct stk_fab *fab, const void *msg, size_t len, fi_addr_t dest)
@@ -159,11 +164,7 @@ int stk_fab_inject(struct stk_fab *fab, const void *msg, size_t len, fi_addr_t d
 	stk_fi_enter();
 	ssize_t ret = fi_inject(fab->ep, msg, len, dest);
 	stk_fi_leave();
-	if (ret == 0)
-		return 0;
-	if (ret != -FI_EAGAIN)
-		FSK_WARN("fi_inject on %s: %s", fab->name, stk_fi.strerror((int)-ret));
-	return (int)ret;
+	return post_result(fab, ret, "fi_inject");
 }
 
 int stk_fab_inject2(struct stk_fab *fab, const void *hdr, size_t hlen, const void *payload,
@@ -188,11 +189,7 @@ int stk_fab_inject2(struct stk_fab *fab, const void *hdr, size_t hlen, const voi
 	/* no FI_COMPLETION: the CQ is bound with FI_SELECTIVE_COMPLETION (gather) */
 	ssize_t ret = fi_sendmsg(fab->ep, &msg, FI_INJECT);
 	stk_fi_leave();
-	if (ret == 0)
-		return 0;
-	if (ret != -FI_EAGAIN)
-		FSK_WARN("fi_sendmsg(FI_INJECT) on %s: %s", fab->name, stk_fi.strerror((int)-ret));
-	return (int)ret;
+	return post_result(fab, ret, "fi_sendmsg(FI_INJECT)");
 }
 
 /* Called with cq_lock held (or before the endpoint is published). */
