@@ -31,6 +31,7 @@
 
 static double t_start, t_fabric, t_eal;
 static char devargs[256];
+static char own_sock[64]; /* the default memif socket, removed at the end */
 
 static double now_ms(void)
 {
@@ -75,9 +76,10 @@ int main(int argc, char **argv)
 	}
 	if (argc > 2)
 		snprintf(devargs, sizeof(devargs), "%s", argv[2]);
-	else
-		snprintf(devargs, sizeof(devargs),
-			 "net_memif0,role=server,socket=/tmp/startup_order-%d.sock", (int)getpid());
+	else {
+		snprintf(own_sock, sizeof(own_sock), "/tmp/startup_order-%d.sock", (int)getpid());
+		snprintf(devargs, sizeof(devargs), "net_memif0,role=server,socket=%s", own_sock);
+	}
 	t_start = now_ms();
 	if (!strcmp(argv[1], "seq")) {
 		load_fabric();
@@ -96,6 +98,9 @@ int main(int argc, char **argv)
 	       argv[1], t_fabric, t_eal, t_eal > t_fabric ? t_eal : t_fabric);
 	fflush(stdout);
 	/* no rte_eal_cleanup: a memif server's listener leaks an interrupt
-	 * source at cleanup in DPDK 22.11 (fi_dpdk(7)); exit unmaps it all */
+	 * source at cleanup in DPDK 22.11 (fi_dpdk(7)); exit unmaps it all, but
+	 * the listener's socket file stays unless removed */
+	if (own_sock[0])
+		unlink(own_sock);
 	_exit(0);
 }
