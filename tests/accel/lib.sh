@@ -1,15 +1,20 @@
 # Shared by the acceleration tests (sourced): launcher, ports, bounded waits.
 set -u
 . "$top_srcdir/tests/preload/lib.sh"
+. "$top_srcdir/tests/lib/common.sh"
 launcher="$top_builddir/tools/fabsock"
 echo_py="$top_srcdir/tests/accel/echo.py"
 python=$(command -v python3) || { echo "SKIP: python3 missing"; exit 77; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsk-accel.XXXXXX")
 pids=""
 cleanup() {
+	_status=$?
 	for p in $pids; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
+	# every accelerated test: no sleep ended at the safety cap (common.sh)
+	fsk_no_late_wakes "$tmp" || { [ "$_status" != 0 ] || _status=1; }
 	rm -rf "$tmp"
+	exit "$_status"
 }
 trap cleanup EXIT
 
@@ -57,7 +62,7 @@ shm_in_netns() {
 		run_pair shm ""
 		return
 	fi
-	trap 'ip netns del "$ns" 2>/dev/null; cleanup' EXIT
+	trap '_rc=$?; ip netns del "$ns" 2>/dev/null; (exit $_rc); cleanup' EXIT
 	ip netns exec "$ns" ip link set lo up
 	before=$(ip netns exec "$ns" awk '/^Tcp:/ { if (h) print $12; h = 1 }' /proc/net/snmp)
 	rc=0

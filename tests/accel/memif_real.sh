@@ -15,7 +15,7 @@ fsk_need_cmd ip ss sockperf iperf3 redis-server redis-cli redis-benchmark sha256
 [ -e "$top_builddir/src/fabric/.libs/libdpdk-fi.so" ] || fsk_fail "libdpdk-fi.so not built"
 
 ns=fskm$$
-trap 'fsk_cleanup; fsk_netns_destroy' EXIT
+fsk_exit_hook=fsk_netns_destroy
 fsk_netns_create "$ns" ||
 	{ fsk_netns_destroy; fsk_skip "cannot create network namespaces here (need root / CAP_SYS_ADMIN)"; }
 sock="$fsk_tmp/memif.sock"

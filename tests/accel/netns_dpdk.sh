@@ -36,7 +36,7 @@ id=$$
 nsa=fska$id nsb=fskb$id
 ifa=fsa$id ifb=fsb$id
 ka=198.19.7.1 kb=198.19.7.2
-trap 'fsk_cleanup; fsk_netns_destroy' EXIT
+fsk_exit_hook=fsk_netns_destroy
 fsk_netns_create "$nsa" "$nsb" ||
 	{ fsk_netns_destroy; fsk_skip "cannot create network namespaces here (need root / CAP_SYS_ADMIN)"; }
 fsk_netns_veth "$nsa" "$nsb" "$ifa" "$ifb" "$ka/24" "$kb/24" || fsk_fail "veth pair"

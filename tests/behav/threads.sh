@@ -5,8 +5,8 @@
 . "${top_srcdir:?run from make check or set top_srcdir}/tests/lib/common.sh"
 . "$top_srcdir/tests/lib/behav.sh"
 fsk_setup behav-threads
-fsk_behav_compare bh_threads
-fsk_behav_compare bh_threads --log debug
+fsk_behav_compare --accel 1202 bh_threads
+fsk_behav_compare --accel 1202 bh_threads --log debug
 # Accepting in a thread while the client connects, as a server process
 # would: a negotiating connect gets its answer (exercises acceleration).
-fsk_behav_compare BH_ACCEPT_THREAD=1 bh_threads
+fsk_behav_compare --accel 1202 BH_ACCEPT_THREAD=1 bh_threads

@@ -4,7 +4,15 @@
 #
 #   . "$top_srcdir/tests/lib/common.sh"
 #   . "$top_srcdir/tests/lib/behav.sh"
-#   fsk_behav_compare [NAME=value...] bh_tcp [launcher options...]
+#   fsk_behav_compare --accel N [NAME=value...] bh_tcp [launcher options...]
+#
+# --accel N (required) states how many sockets (both ends of a connection
+# count, as libfabsock's counter "accelerated" does) the preloaded run must
+# accelerate at least; fewer fails the test, with the fallback reasons. N = 0
+# says the comparison is of the kernel path only (every socket sent to the
+# kernel by policy, or a program that uses no TCP): it is reported as such
+# and not counted as an acceleration test. Every preloaded run must also end
+# with sleep_late_wakes = 0 (common.sh, fsk_no_late_wakes).
 #
 # The program must exist in $top_builddir/tests/behav and exit 0 on the
 # kernel (it checks its own results): a wrong answer on both sides is a
@@ -29,6 +37,10 @@ fsk_behav_run() {
 # fsk_behav_compare [NAME=value...] PROG [launcher options...]
 # Leading NAME=value words go into the environment of both runs.
 fsk_behav_compare() {
+	[ "${1:-}" = --accel ] && [ -n "${2:-}" ] ||
+		fsk_fail "fsk_behav_compare: say --accel N first (how many sockets must be accelerated)"
+	want_accel=$2
+	shift 2
 	fsk_run_env=
 	while [ $# -gt 0 ]; do
 		case $1 in
@@ -72,11 +84,25 @@ fsk_behav_compare() {
 		status=1
 	fi
 	fsk_assert_loaded "$log" "$prog"
+	got_accel=$(fsk_counter_sum accelerated "$log")
+	if [ "$got_accel" -lt "$want_accel" ]; then
+		echo "--- $prog: $got_accel socket(s) accelerated under libfabsock, want at least $want_accel; fallbacks:"
+		grep -a 'stays on the kernel\|counter fallback' "$log"
+		status=1
+	fi
+	if ! fsk_no_late_wakes "$fsk_tmp"; then
+		status=1
+	fi
 	if [ "$status" != 0 ]; then
 		echo "--- libfabsock log:"
 		cat "$log"
-		fsk_fail "$prog behaves differently under libfabsock${fsk_run_env:+ (env$fsk_run_env)}${*:+ (launcher $*)}"
+		fsk_fail "$prog under libfabsock${fsk_run_env:+ (env$fsk_run_env)}${*:+ (launcher $*)}: see above (transcript, acceleration or late wake-ups)"
 	fi
 	lines=$(wc -l <"$fsk_tmp/kernel.out")
-	echo "ok: $prog${fsk_run_env:+ (env$fsk_run_env)}${*:+ (launcher $*)}: $lines transcript lines identical, exit $krc on both"
+	if [ "$want_accel" = 0 ]; then
+		accel_note="kernel path only ($got_accel accelerated)"
+	else
+		accel_note="$got_accel socket(s) accelerated (want >= $want_accel)"
+	fi
+	echo "ok: $prog${fsk_run_env:+ (env$fsk_run_env)}${*:+ (launcher $*)}: $lines transcript lines identical, exit $krc on both; $accel_note"
 }

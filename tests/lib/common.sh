@@ -8,7 +8,8 @@
 # the reason printed), anything else fail.
 #
 # Every process a test starts runs under `timeout`; every wait is a
-# bounded loop. fsk_cleanup (run from the EXIT trap) stops only the
+# bounded loop. fsk_cleanup (run from the EXIT trap; it runs the command in
+# $fsk_exit_hook too, when set) stops only the
 # processes this test started (their pids are recorded) and removes the
 # test's temporary directory.
 
@@ -26,6 +27,7 @@ fsk_fail() { echo "FAIL: $*" >&2; echo "FAIL: $*"; exit 1; }
 fsk_note() { echo "# $*"; }
 
 fsk_cleanup() {
+	fsk_status=$?
 	for p in $fsk_pids; do
 		kill "$p" 2>/dev/null
 	done
@@ -33,9 +35,16 @@ fsk_cleanup() {
 		wait "$p" 2>/dev/null
 	done
 	fsk_pids=""
+	[ -z "${fsk_exit_hook:-}" ] || $fsk_exit_hook
+	# every accelerated test: no sleep ended at the safety cap (a lost wake-up)
+	if [ -n "$fsk_tmp" ] && [ -d "$fsk_tmp" ] && ! fsk_no_late_wakes "$fsk_tmp"; then
+		FSK_KEEP_TMP=1
+		[ "$fsk_status" != 0 ] || fsk_status=1
+	fi
 	if [ -n "$fsk_tmp" ] && [ -d "$fsk_tmp" ] && [ "${FSK_KEEP_TMP:-0}" != 1 ]; then
 		rm -rf "$fsk_tmp"
 	fi
+	exit "$fsk_status"
 }
 
 # fsk_setup NAME: a private temporary directory in $fsk_tmp, cleanup on exit.
@@ -124,6 +133,34 @@ fsk_counter() {
 	v=$(grep -a "^fabsock\[[0-9]*\]: info: counter $2 = " "$1" 2>/dev/null | tail -n 1 |
 		sed 's/.* = //')
 	echo "${v:-0}"
+}
+
+# fsk_counter_sum NAME FILE...: libfabsock's counter NAME summed over the
+# processes that logged to FILEs (each one's last dump at exit counts once:
+# a process dumps again at every exec, and a forked child starts from its
+# parent's values, so the sum over a fork is an upper bound).
+fsk_counter_sum() {
+	_name=$1
+	shift
+	cat "$@" 2>/dev/null | grep -a "^fabsock\[[0-9]*\]: info: counter $_name = " |
+		sed 's/^fabsock\[\([0-9]*\)\]: info: counter [a-z_0-9]* = \([0-9]*\)$/\1 \2/' |
+		awk '{ last[$1] = $2 } END { s = 0; for (p in last) s += last[p]; print s }'
+}
+
+# fsk_no_late_wakes DIR: every libfabsock log under DIR (any file holding a
+# counter dump) shows sleep_late_wakes = 0: no sleep of an accelerated
+# socket ended at the safety cap instead of at its wake-up. Prints the
+# culprits and returns 1 otherwise. Called by the EXIT trap of every test
+# that uses fsk_setup (and by tests/accel/lib.sh's cleanup).
+fsk_no_late_wakes() {
+	_bad=0
+	for _f in $(grep -a -r -l 'info: counter sleep_late_wakes = ' "$1" 2>/dev/null); do
+		_n=$(fsk_counter_sum sleep_late_wakes "$_f")
+		[ "$_n" = 0 ] && continue
+		echo "FAIL: $_f: sleep_late_wakes = $_n (a sleep missed its wake-up and ended at the safety cap)"
+		_bad=1
+	done
+	return $_bad
 }
 
 # fsk_assert_accel LOGFILE WHAT N PROV: the process logging to LOGFILE
