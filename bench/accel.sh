@@ -14,10 +14,13 @@
 #
 # usage: bench/accel.sh [BUILDDIR]   environment: ROUNDS (default 3), SECS (3),
 #        PROVIDERS (space list, default "shm dpdk tcp"), REDIS_N (GET requests
-#        per run, default 100000; 0 skips redis), PIN (1)
+#        per run, default 100000; 0 skips redis), PIN (1), BASE (another build
+#        directory: a provider written PROV@base in PROVIDERS runs with that
+#        build's launcher, so two versions are compared in one run)
 set -u
 b=$(cd "${1:-${top_builddir:-build}}" && pwd) || exit 2
-launcher="$b/tools/fabsock"
+own_launcher="$b/tools/fabsock"
+launcher=$own_launcher
 rounds=${ROUNDS:-3}
 secs=${SECS:-3}
 providers=${PROVIDERS:-shm dpdk tcp}
@@ -26,24 +29,32 @@ pin=
 	pin=1
 command -v sockperf >/dev/null || { echo "bench/accel.sh: sockperf missing" >&2; exit 2; }
 [ -x "$launcher" ] || { echo "bench/accel.sh: $launcher not built" >&2; exit 2; }
+base_launcher=
+[ -z "${BASE:-}" ] || base_launcher="$(cd "$BASE" && pwd)/tools/fabsock"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsk-accel-bench.XXXXXX")
 trap 'kill $spid 2>/dev/null; rm -rf "$tmp"' EXIT
 spid=
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# wrap PATH ROLE: the command prefix that runs a ROLE (server | client) on PATH.
+# wrap PATH ROLE: the command prefix that runs a ROLE (server | client) on PATH
+# (PROV, or PROV@base: the BASE build's launcher).
 wrap() {
 	w=
 	if [ -n "$pin" ]; then
 		if [ "$2" = server ]; then w="taskset -c 0"; else w="taskset -c 1"; fi
 	fi
-	case $1 in
+	launcher=$own_launcher
+	case $1 in *@base)
+		[ -x "$base_launcher" ] || { echo "accel.sh: $1 needs BASE=builddir" >&2; exit 2; }
+		launcher=$base_launcher ;;
+	esac
+	case ${1%@base} in
 	kernel) ;;
 	dpdk)
 		if [ "$2" = server ]; then ip=198.18.0.1; else ip=198.18.0.2; fi
 		w="$w env FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info $launcher --dpdk net_memif0,role=$2,socket=$tmp/memif.sock --ip $ip/24 --" ;;
-	*) w="$w env FABSOCK_PROVIDERS=$1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info $launcher --" ;;
+	*) w="$w env FABSOCK_PROVIDERS=${1%@base} FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info $launcher --" ;;
 	esac
 	echo "$w"
 }
@@ -71,7 +82,7 @@ run() {
 	kill "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
 	# counted only when the client's counters say it went over that provider
-	accel=$(grep -a "info: counter conn_accel_$path = " "$tmp/cli" | sed 's/.* = //')
+	accel=$(grep -a "info: counter conn_accel_${path%@base} = " "$tmp/cli" | sed 's/.* = //')
 	case $mode in
 	pp) v1=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$tmp/cli")
 	    v2=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$tmp/cli") ;;
@@ -101,7 +112,7 @@ redis() {
 	kill "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
 	rps=$(tr '\r' '\n' <"$tmp/rb.out" | sed -n 's/^GET: \([0-9.]*\) requests per second.*/\1/p' | tail -n 1)
-	acc=$(grep -a "info: counter conn_accel_$path = " "$tmp/rb.log" | sed 's/.* = //')
+	acc=$(grep -a "info: counter conn_accel_${path%@base} = " "$tmp/rb.log" | sed 's/.* = //')
 	conns=$(grep -a "info: counter accel_requested = " "$tmp/rb.log" | sed 's/.* = //')
 	why=$(grep -a -o 'stays on the kernel: [^(]*' "$tmp/rb.log" | head -n 1 | sed 's/stays on the kernel: //; s/ *$//; s/ /_/g')
 	echo "$path ${rps:-fail} ${acc:-0} ${conns:-0} ${why:--}" >>"$tmp/redis"
