@@ -6,6 +6,7 @@ src_preload_libpl_la_SOURCES = \
 	src/preload/pl_init.c src/preload/pl_init.h \
 	src/preload/pl_real.c src/preload/pl_real.h \
 	src/preload/pl_wrap.h \
+	src/preload/pl_wrap_bypass.c \
 	src/preload/pl_wrap_fd.c \
 	src/preload/pl_wrap_io.c \
 	src/preload/pl_wrap_pass.c \
