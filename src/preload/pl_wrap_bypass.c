@@ -108,8 +108,10 @@ static bool leftover_to_file(struct stk_sock *sock, FILE *fp)
  * bytes readable through the fd, which stays tracked for them. */
 PL_EXPORT FILE *fdopen(int fd, const char *mode)
 {
-	struct stk_sock *sock = stack_sock(fd);
-	if (!sock)
+	/* also a migrated connection with nothing left to read: its private
+	 * duplicate of the socket would outlive fclose */
+	struct stk_sock *sock = pl_tracked(fd);
+	if (!sock || !sock->conn)
 		return PL_REAL(fdopen)(fd, mode);
 	to_kernel(sock);
 	FILE *fp = PL_REAL(fdopen)(fd, mode);
