@@ -68,7 +68,7 @@ tests_behav_bh_oob_SOURCES = tests/behav/bh_oob.c $(BH_COMMON)
 tests_behav_bh_oob_LDADD = -lpthread
 tests_behav_bh_oob_CFLAGS = $(BH_CFLAGS)
 tests_behav_bh_iopaths_SOURCES = tests/behav/bh_iopaths.c $(BH_COMMON)
-tests_behav_bh_iopaths_LDADD = -lpthread
+tests_behav_bh_iopaths_LDADD = -lpthread -ldl
 tests_behav_bh_iopaths_CFLAGS = $(BH_CFLAGS) -U_FORTIFY_SOURCE
 # The fortified entry points need -O2 and _FORTIFY_SOURCE=2 (re-defined in
 # case the user's flags set another level); fortify.sh proves with nm that
