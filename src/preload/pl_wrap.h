@@ -48,6 +48,10 @@ void pl_decide_sender(int fd, const void *dest, socklen_t dest_len);
  * could not see (fclose, close_range...). One lookup when there is none. */
 void pl_forget_stale(int fd);
 
+/* fd (0, 1 or 2) was just made a copy of a tracked socket: stdio's standard
+ * streams reach it behind the wrappers' back (pl_wrap_bypass.c). */
+void pl_std_stream(int fd);
+
 /* At start-up (pl_init): take over the unread bytes of migrated connections an
  * exec handed down (FABSOCK_INHERIT, see pl_wrap_proc.c). */
 void pl_adopt_inherited(void);

@@ -8,7 +8,8 @@
  *  - dprintf/vdprintf (and the fortified __dprintf_chk/__vdprintf_chk): glibc
  *    writes through its internal write; the text is formatted here and goes
  *    through our write.
- *  - stdio on an fdopen'ed socket, POSIX aio: glibc's own code (and aio's own
+ *  - stdio on an fdopen'ed socket or on a socket made fd 0, 1 or 2, POSIX
+ *    aio: glibc's own code (and aio's own
  *    threads) read and write the fd. The connection moves to the kernel first
  *    (a negotiating one settles there, one on the fabric migrates,
  *    stk_migrate.h); bytes the stack received and the app has not read yet are
@@ -124,6 +125,23 @@ PL_EXPORT FILE *fdopen(int fd, const char *mode)
 		pl_untrack(fd);
 	errno = saved_errno;
 	return fp;
+}
+
+/* fd 0, 1 or 2 now names a socket (dup2 of an accepted connection, as an
+ * inetd-style server does): stdio's stdin, stdout and stderr use it through
+ * libc's internal calls, as after fdopen. A connection moves to the kernel;
+ * unread bytes go into stdin. */
+void pl_std_stream(int fd)
+{
+	struct stk_sock *sock = pl_tracked(fd);
+	if (!sock || !sock->conn)
+		return;
+	to_kernel(sock);
+	int saved_errno = errno;
+	if (!stk_conn_on_fabric(sock->conn) ||
+	    (fd == 0 ? leftover_to_file(sock, stdin) : leftover_count(sock) == 0))
+		pl_untrack(fd);
+	errno = saved_errno;
 }
 
 /* ---- dprintf ---- */

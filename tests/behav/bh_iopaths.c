@@ -250,6 +250,39 @@ static void test_stdio(int warm)
 	bh_show("fclose(server stream)", fclose(in));
 }
 
+/* A socket made stdin and stdout (dup2), used through stdio, as an
+ * inetd-style server does; the transcript's stdout is put back after. */
+static void test_stdstreams(int warm)
+{
+	char line[64] = { 0 };
+	int c, s;
+
+	bh_say("-- stdin and stdout on a socket (%s)", phase_name(warm));
+	pair(&c, &s, warm);
+	bh_ok("write(client, request)", write(c, "GET /\n", 6));
+	if (warm)
+		wait_inq(s, 6);
+	fflush(stdout);
+	int saved_in = dup(0), saved_out = dup(1);
+	dup2(s, 0);
+	dup2(s, 1);
+	clearerr(stdin);
+	char *got = fgets(line, sizeof(line), stdin);
+	printf("reply to %s", got ? line : "(nothing)\n");
+	fflush(stdout);
+	dup2(saved_out, 1);
+	dup2(saved_in, 0);
+	close(saved_out);
+	close(saved_in);
+	clearerr(stdin);
+	bh_say("  stdin read \"%s\"", got ? strtok(line, "\n") : "(null)");
+	memset(line, 0, sizeof(line));
+	bh_show("read(client)", bh_read_all(c, line, 15));
+	bh_say("  client got \"%.14s\"", line);
+	BH_CHECK(memcmp(line, "reply to GET /\n", 15) == 0);
+	still_fine(c, s);
+}
+
 /* ---- syscall() ---- */
 
 /* One side uses syscall(), the other the ordinary calls, both ways. */
@@ -499,7 +532,8 @@ static const struct {
 	void (*run)(int warm);
 } tests[] = {
 	{ "splice", test_splice },   { "dprintf", test_dprintf },
-	{ "stdio", test_stdio },     { "syscall", test_syscall },
+	{ "stdio", test_stdio },     { "stdstreams", test_stdstreams },
+	{ "syscall", test_syscall },
 	{ "positioned", test_positioned }, { "aio", test_aio },
 	{ "iovmax", test_iovmax },   { "trunc", test_trunc },
 	{ "nulliov", test_nulliov },
