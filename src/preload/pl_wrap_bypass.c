@@ -27,6 +27,7 @@
 #include <aio.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -229,13 +230,25 @@ static bool is_pipe(int fd)
 /* Socket to pipe: peek, write what the pipe takes, then take exactly that
  * from the socket, so nothing is lost when the pipe is full. The socket side
  * waits as its own mode says (SPLICE_F_NONBLOCK is about the pipe, as the
- * kernel's tcp_splice_read). */
-static ssize_t splice_from_stack(int sock_fd, int pipe_fd, size_t len)
+ * kernel's tcp_splice_read). With SPLICE_F_NONBLOCK a full pipe is EAGAIN and
+ * at most PIPE_BUF bytes go (a pipe that polls writable takes that many
+ * without blocking). */
+static ssize_t splice_from_stack(int sock_fd, int pipe_fd, size_t len, unsigned int flags)
 {
 	char buf[SPLICE_CHUNK];
 	if (len == 0)
 		return 0;
-	ssize_t n = recv(sock_fd, buf, len < sizeof(buf) ? len : sizeof(buf), MSG_PEEK);
+	size_t want = len < sizeof(buf) ? len : sizeof(buf);
+	if (flags & SPLICE_F_NONBLOCK) {
+		struct pollfd p = { .fd = pipe_fd, .events = POLLOUT };
+		if (PL_REAL(poll)(&p, 1, 0) == 0) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (want > PIPE_BUF)
+			want = PIPE_BUF;
+	}
+	ssize_t n = recv(sock_fd, buf, want, MSG_PEEK);
 	if (n <= 0)
 		return n;
 	ssize_t w = PL_REAL(write)(pipe_fd, buf, (size_t)n);
@@ -293,7 +306,7 @@ PL_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 		return PL_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 	/* one pipe, no offset on the socket side: else the kernel refuses it */
 	if (in && !out && !off_in && is_pipe(fd_out))
-		return splice_from_stack(fd_in, fd_out, len);
+		return splice_from_stack(fd_in, fd_out, len, flags);
 	if (out && !in && !off_out && is_pipe(fd_in))
 		return splice_to_stack(fd_in, fd_out, len, flags);
 	return PL_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);

@@ -166,6 +166,9 @@ static void test_splice_full_pipe(void)
 	bh_ok("write(client, 100)", write(c, buf, 100));
 	wait_inq(s, 100);
 	bh_err("splice(server -> full pipe)", splice(s, NULL, p[1], NULL, 100, 0), EAGAIN);
+	fcntl(p[1], F_SETFL, 0);
+	bh_err("splice(server -> full blocking pipe, SPLICE_F_NONBLOCK)",
+	       splice(s, NULL, p[1], NULL, 100, SPLICE_F_NONBLOCK), EAGAIN);
 	int ok = got_pattern(s, 8, 100);
 	bh_say("  bytes still read from the socket: %d", ok);
 	BH_CHECK(ok);
