@@ -9,13 +9,17 @@
  *    writes through its internal write; the text is formatted here and goes
  *    through our write.
  *  - stdio on an fdopen'ed socket or on a socket made fd 0, 1 or 2, POSIX
- *    aio: glibc's own code (and aio's own
- *    threads) read and write the fd. The connection moves to the kernel first
- *    (a negotiating one settles there, one on the fabric migrates,
- *    stk_migrate.h); bytes the stack received and the app has not read yet are
- *    handed over first (pushed back into the FILE, or completing the aio read).
+ *    aio: glibc's own code (and aio's own threads) read and write the fd. The
+ *    connection moves to the kernel first (a negotiating one settles there,
+ *    one on the fabric migrates, stk_migrate.h); bytes the stack received and
+ *    the app has not read yet are handed over first (pushed back into the
+ *    FILE, or completing the aio read). Limit: a connection that settled on
+ *    the kernel while a late negotiation record may still come (phase
+ *    STK_PHASE_STRIP) has that record removed by our reads only.
  *  - syscall(SYS_read, ...) and the other socket and fd calls through libc's
- *    syscall(): dispatched to the wrappers.
+ *    syscall(): dispatched to the wrappers. preadv2/pwritev2 (pl_wrap_io.c)
+ *    with offset -1 are readv/writev; every other positioned call is refused
+ *    by the kernel for a socket.
  * What no interposer sees: system calls made without libc (io_uring, inline
  * assembly). fabsock(7) says what happens then.
  *
