@@ -6,12 +6,16 @@ src_preload_libpl_la_SOURCES = \
 	src/preload/pl_init.c src/preload/pl_init.h \
 	src/preload/pl_real.c src/preload/pl_real.h \
 	src/preload/pl_wrap.h \
+	src/preload/pl_wrap_aio.c \
+	src/preload/pl_wrap_bypass.c \
 	src/preload/pl_wrap_fd.c \
 	src/preload/pl_wrap_io.c \
 	src/preload/pl_wrap_pass.c \
 	src/preload/pl_wrap_proc.c \
 	src/preload/pl_wrap_ready.c \
-	src/preload/pl_wrap_sock.c
+	src/preload/pl_wrap_sock.c \
+	src/preload/pl_wrap_stdio.c \
+	src/preload/pl_wrap_syscall.c
 
 lib_LTLIBRARIES += src/libfabsock.la
 src_libfabsock_la_SOURCES =

@@ -13,6 +13,8 @@
 #ifndef PL_REAL_H
 #define PL_REAL_H
 
+#include <aio.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -23,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <stdarg.h>
 #include <time.h>
 
 /* X(return type, name, (parameters), (arguments)) for names glibc must have;
@@ -121,7 +124,29 @@
 			      const posix_spawnattr_t *attr, char *const argv[], \
 			      char *const envp[]), (pid, file, actions, attr, argv, envp)) \
 	X(int, posix_spawn_file_actions_adddup2, (posix_spawn_file_actions_t *actions, \
-						  int fd, int newfd), (actions, fd, newfd))
+						  int fd, int newfd), (actions, fd, newfd)) \
+	X(ssize_t, splice, (int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, \
+			    unsigned int flags), (fd_in, off_in, fd_out, off_out, len, flags)) \
+	X(ssize_t, preadv2, (int fd, const struct iovec *iov, int iovcnt, off_t offset, \
+			     int flags), (fd, iov, iovcnt, offset, flags)) \
+	X(ssize_t, pwritev2, (int fd, const struct iovec *iov, int iovcnt, off_t offset, \
+			      int flags), (fd, iov, iovcnt, offset, flags)) \
+	XO(ssize_t, preadv64v2, (int fd, const struct iovec *iov, int iovcnt, off64_t offset, \
+				 int flags), (fd, iov, iovcnt, offset, flags)) \
+	XO(ssize_t, pwritev64v2, (int fd, const struct iovec *iov, int iovcnt, off64_t offset, \
+				  int flags), (fd, iov, iovcnt, offset, flags)) \
+	X(int, vdprintf, (int fd, const char *fmt, va_list ap), (fd, fmt, ap)) \
+	X(int, __vdprintf_chk, (int fd, int flag, const char *fmt, va_list ap), \
+	  (fd, flag, fmt, ap)) \
+	X(int, aio_read, (struct aiocb *cb), (cb)) \
+	X(int, aio_write, (struct aiocb *cb), (cb)) \
+	XO(int, aio_read64, (struct aiocb64 *cb), (cb)) \
+	XO(int, aio_write64, (struct aiocb64 *cb), (cb)) \
+	X(int, lio_listio, (int mode, struct aiocb *const list[], int n, struct sigevent *sev), \
+	  (mode, list, n, sev)) \
+	XO(int, lio_listio64, (int mode, struct aiocb64 *const list[], int n, \
+			       struct sigevent *sev), (mode, list, n, sev)) \
+	X(long, syscall, (long number, ...), (number))
 
 #define PL_SYMBOLS_PASS(X, XO) \
 	X(int, socketpair, (int domain, int type, int protocol, int sv[2]), \
@@ -147,6 +172,11 @@ struct pl_real {
 /* The resolved table, and the system-call fallbacks used while it is being filled. */
 extern struct pl_real pl_real;
 extern const struct pl_real pl_raw;
+
+/* A system call without libc's syscall(), which is interposed (pl_wrap_bypass.c):
+ * the fallbacks above must never come back into a wrapper. -1 and errno on
+ * failure, as syscall(). */
+long pl_raw_syscall(long number, ...);
 
 /* Resolve every symbol (idempotent, thread-safe, re-entrancy-safe). */
 void pl_real_resolve(void);

@@ -48,6 +48,19 @@ void pl_decide_sender(int fd, const void *dest, socklen_t dest_len);
  * could not see (fclose, close_range...). One lookup when there is none. */
 void pl_forget_stale(int fd);
 
+/* The byte paths glibc takes around the wrappers (pl_wrap_bypass.c). */
+/* The tracked socket behind fd when its data calls still go to the stack. */
+struct stk_sock *pl_stack_sock(int fd);
+/* Code we never see is about to use sock's fd: a negotiating connection
+ * settles on the kernel, one on the fabric migrates. errno is preserved. */
+void pl_to_kernel(struct stk_sock *sock);
+/* Bytes of a migrated connection the stack still holds for the app. */
+size_t pl_leftover_count(const struct stk_sock *sock);
+
+/* fd (0, 1 or 2) was just made a copy of a tracked socket: stdio's standard
+ * streams reach it behind the wrappers' back (pl_wrap_bypass.c). */
+void pl_std_stream(int fd);
+
 /* At start-up (pl_init): take over the unread bytes of migrated connections an
  * exec handed down (FABSOCK_INHERIT, see pl_wrap_proc.c). */
 void pl_adopt_inherited(void);

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 PL_EXPORT int close(int fd)
 {
@@ -36,6 +37,8 @@ static void after_dup(int oldfd, int newfd)
 	int saved_errno = errno;
 	pl_fdtab_dup(&pl_fdtab, oldfd, newfd);
 	errno = saved_errno;
+	if (__builtin_expect(newfd <= STDERR_FILENO, 0))
+		pl_std_stream(newfd);
 }
 
 PL_EXPORT int dup(int fd)

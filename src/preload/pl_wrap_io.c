@@ -9,6 +9,7 @@
 #include "stack/stk_stream.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -73,28 +74,6 @@ static inline struct stk_sock *rx_sock(int fd, int flags, ssize_t *gate)
 static inline struct stk_sock *tx_sock(int fd, int flags, ssize_t *gate)
 {
 	return accel_sock(fd, true, flags, gate);
-}
-
-/* stdio reads and writes the socket with libc's internal calls, which never
- * reach the wrappers: a connection still negotiating is settled on the kernel
- * first, so that no negotiation byte reaches the stream. */
-PL_EXPORT FILE *fdopen(int fd, const char *mode)
-{
-	struct stk_sock *sock = pl_tracked(fd);
-	if (sock && stk_accel_conn(sock)) {
-		int saved_errno = errno;
-		pl_enter();
-		stk_accel_refuse(sock);
-		if (stk_conn_on_fabric(sock->conn)) {
-			static int warned;
-			if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-				FSK_WARN("fd %d: fdopen of an accelerated socket: stdio's reads and "
-					 "writes bypass libfabsock (logged once)", fd);
-		}
-		pl_leave();
-		errno = saved_errno;
-	}
-	return PL_REAL(fdopen)(fd, mode);
 }
 
 PL_EXPORT ssize_t read(int fd, void *buf, size_t len)
@@ -197,6 +176,8 @@ PL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 
 static ssize_t recvmsg_accel(struct stk_sock *sock, struct msghdr *msg, int flags)
 {
+	if (msg->msg_iovlen > IOV_MAX)
+		return -EMSGSIZE; /* as the kernel's recvmsg (readv: EINVAL) */
 	ssize_t ret = stk_accel_recvv(sock, msg->msg_iov, (int)msg->msg_iovlen, flags);
 	if (ret >= 0) {
 		msg->msg_namelen = 0;
@@ -279,6 +260,77 @@ PL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	return PL_REAL(writev)(fd, iov, iovcnt);
 }
 
+/* preadv2/pwritev2 with offset -1 are readv/writev with per-call flags; any
+ * other offset is the kernel's business (ESPIPE or EINVAL on a socket, as
+ * preadv/pwritev/pread/pwrite, which therefore need no wrapper). The flags the
+ * kernel accepts on a socket: RWF_NOWAIT is MSG_DONTWAIT, the others change
+ * nothing; unknown bits are EOPNOTSUPP. */
+#define PL_RWF_KNOWN (RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND)
+
+static inline int rwf_msg_flags(int rwf)
+{
+	return (rwf & RWF_NOWAIT) ? MSG_DONTWAIT : 0;
+}
+
+static ssize_t preadv2_accel(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int rwf)
+{
+	if (rwf & ~PL_RWF_KNOWN)
+		return -EOPNOTSUPP;
+	return stk_accel_recvv(sock, iov, iovcnt, rwf_msg_flags(rwf));
+}
+
+static ssize_t pwritev2_accel(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int rwf)
+{
+	if (rwf & ~PL_RWF_KNOWN)
+		return -EOPNOTSUPP;
+	return stk_accel_sendv(sock, iov, iovcnt, rwf_msg_flags(rwf));
+}
+
+PL_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int rwf)
+{
+	ssize_t gate = 0;
+	struct stk_sock *sock = offset == -1 ? rx_sock(fd, rwf_msg_flags(rwf), &gate) : NULL;
+	if (sock)
+		return pl_ret(preadv2_accel(sock, iov, iovcnt, rwf));
+	if (offset == -1 && gate)
+		return pl_ret(gate);
+	return PL_REAL(preadv2)(fd, iov, iovcnt, offset, rwf);
+}
+
+PL_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int iovcnt, off64_t offset, int rwf)
+{
+	ssize_t gate = 0;
+	struct stk_sock *sock = offset == -1 ? rx_sock(fd, rwf_msg_flags(rwf), &gate) : NULL;
+	if (sock)
+		return pl_ret(preadv2_accel(sock, iov, iovcnt, rwf));
+	if (offset == -1 && gate)
+		return pl_ret(gate);
+	return PL_REAL(preadv64v2)(fd, iov, iovcnt, offset, rwf);
+}
+
+PL_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int rwf)
+{
+	ssize_t gate = 0;
+	struct stk_sock *sock = offset == -1 ? tx_sock(fd, rwf_msg_flags(rwf), &gate) : NULL;
+	if (sock)
+		return pl_send_ret(pwritev2_accel(sock, iov, iovcnt, rwf), 0);
+	if (offset == -1 && gate)
+		return pl_ret(gate);
+	return PL_REAL(pwritev2)(fd, iov, iovcnt, offset, rwf);
+}
+
+PL_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int iovcnt, off64_t offset,
+			      int rwf)
+{
+	ssize_t gate = 0;
+	struct stk_sock *sock = offset == -1 ? tx_sock(fd, rwf_msg_flags(rwf), &gate) : NULL;
+	if (sock)
+		return pl_send_ret(pwritev2_accel(sock, iov, iovcnt, rwf), 0);
+	if (offset == -1 && gate)
+		return pl_ret(gate);
+	return PL_REAL(pwritev64v2)(fd, iov, iovcnt, offset, rwf);
+}
+
 /* SCM_RIGHTS: an accelerated socket handed to another process (or back to us
  * under another number) must be a kernel socket that carries its stream. The
  * connections move before the real sendmsg; the check costs nothing when the
@@ -315,6 +367,15 @@ static void pass_rights(const struct msghdr *msg)
 	errno = saved_errno;
 }
 
+/* A message's iovec on an accelerated socket (writev's count errors are
+ * EINVAL, sendmsg's EMSGSIZE, as the kernel's). */
+static ssize_t sendmsg_accel(struct stk_sock *sock, const struct msghdr *msg, int flags)
+{
+	if (msg->msg_iovlen > IOV_MAX)
+		return -EMSGSIZE;
+	return stk_accel_sendv(sock, msg->msg_iov, (int)msg->msg_iovlen, flags);
+}
+
 /* sendto/sendmsg/sendmmsg also decide udp_sender for undecided sockets. */
 PL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			 __CONST_SOCKADDR_ARG addr, socklen_t alen)
@@ -336,8 +397,7 @@ PL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	if (gate)
 		return pl_ret(gate);
 	if (sock)
-		return pl_send_ret(stk_accel_sendv(sock, msg->msg_iov, (int)msg->msg_iovlen,
-						   flags), flags);
+		return pl_send_ret(sendmsg_accel(sock, msg, flags), flags);
 	if (msg)
 		pl_decide_sender(fd, msg->msg_name, msg->msg_namelen);
 	pass_rights(msg);
@@ -359,8 +419,7 @@ PL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags
 	}
 	unsigned int done = 0;
 	for (; done < vlen; done++) {
-		ssize_t ret = stk_accel_sendv(sock, vec[done].msg_hdr.msg_iov,
-					      (int)vec[done].msg_hdr.msg_iovlen, flags);
+		ssize_t ret = sendmsg_accel(sock, &vec[done].msg_hdr, flags);
 		if (ret < 0) {
 			if (done == 0)
 				return (int)pl_send_ret(ret, flags);

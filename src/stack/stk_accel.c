@@ -6,11 +6,13 @@
 #include "stack/stk_lazy.h"
 #include "stack/stk_log.h"
 #include "stack/stk_nego.h"
+#include "stack/stk_ready.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -144,24 +146,62 @@ void stk_accel_refuse(struct stk_sock *sock)
 		stk_lazy_refuse(sock->conn);
 }
 
+/* Several non-empty elements whose total fits here go as one stk_send, as the
+ * kernel puts one sendmsg into one segment: a reader never sees a part of
+ * the call without the rest (libvma's tcp_send.null_iov_elements reads the
+ * second half together with the next write). Larger calls go per element. */
+#define SENDV_GATHER_MAX 16384
+
+static ssize_t sendv_gathered(struct stk_sock *sock, const struct iovec *iov, int iovcnt,
+			      size_t total, int flags)
+{
+	uint8_t buf[SENDV_GATHER_MAX];
+	size_t off = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len == 0)
+			continue;
+		if (stk_ready_bad_user_range(iov[i].iov_base, iov[i].iov_len))
+			return -EFAULT; /* as the kernel: nothing sent */
+		memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	return stk_send(sock->conn, buf, total, flags);
+}
+
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags)
 {
-	ssize_t total = 0;
-	int last = iovcnt - 1; /* MSG_OOB: only the call's last byte is urgent */
-	while (last > 0 && iov[last].iov_len == 0)
-		last--;
+	if (iovcnt < 0 || iovcnt > IOV_MAX)
+		return -EINVAL;
+	size_t total = 0;
+	int nonempty = 0, last = -1; /* MSG_OOB: only the call's last byte is urgent */
 	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len == 0)
+			continue;
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - total)
+			return -EINVAL; /* as the kernel */
+		nonempty++;
+		last = i;
+		total += iov[i].iov_len;
+	}
+	if (nonempty == 0)
+		return 0;
+	if (nonempty == 1)
+		return stk_send(sock->conn, iov[last].iov_base, iov[last].iov_len, flags);
+	if (total <= SENDV_GATHER_MAX)
+		return sendv_gathered(sock, iov, iovcnt, total, flags);
+	ssize_t sent = 0;
+	for (int i = 0; i <= last; i++) {
 		if (iov[i].iov_len == 0)
 			continue;
 		int f = i == last ? flags : flags & ~MSG_OOB;
 		ssize_t n = stk_send(sock->conn, iov[i].iov_base, iov[i].iov_len, f);
 		if (n < 0)
-			return total ? total : n;
-		total += n;
+			return sent ? sent : n;
+		sent += n;
 		if ((size_t)n < iov[i].iov_len)
 			break;
 	}
-	return total;
+	return sent;
 }
 
 /* Peeking into several buffers: peek once into one, then scatter. */
@@ -188,6 +228,14 @@ static ssize_t peekv(struct stk_sock *sock, const struct iovec *iov, int iovcnt,
 
 ssize_t stk_accel_recvv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags)
 {
+	if (iovcnt < 0 || iovcnt > IOV_MAX)
+		return -EINVAL;
+	if (flags & MSG_TRUNC) { /* TCP discards: the buffers are never written */
+		size_t want = 0;
+		for (int i = 0; i < iovcnt; i++)
+			want += iov[i].iov_len;
+		return stk_recv(sock->conn, NULL, want, flags);
+	}
 	if ((flags & MSG_PEEK) && iovcnt > 1)
 		return peekv(sock, iov, iovcnt, flags);
 	ssize_t total = 0;
@@ -336,8 +384,10 @@ unsigned stk_accel_migrate(struct stk_sock **socks, size_t n, enum stk_migrate_r
 	for (size_t i = 0; why != STK_MIGRATE_REASON_FORK && i < n; i++) {
 		struct stk_conn *conn = socks[i] ? socks[i]->conn : NULL;
 		size_t left = conn ? stk_leftover_count(conn->left) : 0;
-		if (left == 0 || (why == STK_MIGRATE_REASON_EXEC && conn->left_fd >= 0))
-			continue; /* none, or handed down with the exec (FABSOCK_INHERIT) */
+		if (left == 0 || (why == STK_MIGRATE_REASON_EXEC && conn->left_fd >= 0) ||
+		    why == STK_MIGRATE_REASON_BYPASS)
+			continue; /* none, handed down with the exec (FABSOCK_INHERIT), or
+				   * still this process's to read (the caller's business) */
 		/* The other image / process reads the kernel socket only. */
 		stk_count_add(STK_C_MIGRATE_LEFTOVER_LOST, left);
 		FSK_WARN("fd %d: %zu byte(s) received before the %s and not read yet stay in "

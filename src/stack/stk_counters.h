@@ -52,6 +52,7 @@
 	X(MIGRATE_EXEC, "migrate_exec", "connections migrated because they survive an exec") \
 	X(MIGRATE_PASS, "migrate_pass", "connections migrated because they were sent (SCM_RIGHTS)") \
 	X(MIGRATE_PEER, "migrate_peer", "connections migrated because the peer asked") \
+	X(MIGRATE_BYPASS, "migrate_bypass", "connections migrated because the app used stdio or aio on them") \
 	X(MIGRATE_TIMEOUT, "migrate_timeout", \
 	  "migrations whose peer did not answer in time (its later fabric bytes are lost)") \
 	X(MIGRATE_UNPREPARED, "migrate_unprepared", \

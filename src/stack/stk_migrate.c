@@ -179,17 +179,20 @@ static const char *const reason_text[] = {
 	[STK_MIGRATE_REASON_EXEC] = "it survives an exec (not close-on-exec)",
 	[STK_MIGRATE_REASON_PASS] = "it is sent to another socket (SCM_RIGHTS)",
 	[STK_MIGRATE_REASON_PEER] = "the peer process moved it (fork, exec or fd passing)",
+	[STK_MIGRATE_REASON_BYPASS] = "the app uses it through calls libfabsock never sees "
+				      "(stdio after fdopen, POSIX aio)",
 };
 static const enum stk_counter reason_counter[] = {
 	[STK_MIGRATE_REASON_FORK] = STK_C_MIGRATE_FORK,
 	[STK_MIGRATE_REASON_EXEC] = STK_C_MIGRATE_EXEC,
 	[STK_MIGRATE_REASON_PASS] = STK_C_MIGRATE_PASS,
 	[STK_MIGRATE_REASON_PEER] = STK_C_MIGRATE_PEER,
+	[STK_MIGRATE_REASON_BYPASS] = STK_C_MIGRATE_BYPASS,
 };
 
 void stk_migrate_note(struct stk_conn *conn, enum stk_migrate_reason why)
 {
-	static int logged[4]; /* atomic flags */
+	static int logged[STK_MIGRATE_REASON_BYPASS + 1]; /* atomic flags */
 	stk_count(STK_C_MIGRATED_TO_KERNEL);
 	stk_count(reason_counter[why]);
 	if (__atomic_exchange_n(&logged[why], 1, __ATOMIC_RELAXED) == 0)

@@ -48,6 +48,7 @@ enum stk_migrate_reason {
 	STK_MIGRATE_REASON_EXEC,
 	STK_MIGRATE_REASON_PASS,
 	STK_MIGRATE_REASON_PEER,
+	STK_MIGRATE_REASON_BYPASS, /* the app's next calls go around libfabsock */
 };
 
 /* ---- leftover: unread bytes at migration, shareable across fork ---- */

@@ -1329,8 +1329,40 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 	}
 }
 
+/* MSG_TRUNC on TCP: the bytes are taken (or, with MSG_PEEK, counted) without
+ * being copied, so buf may be NULL (tcp_recvmsg). Through a bounce buffer,
+ * never on the ordinary path. */
+static ssize_t recv_discard(struct stk_conn *conn, size_t len, int flags)
+{
+	uint8_t sink[16384];
+	flags &= ~MSG_TRUNC;
+	if (flags & MSG_PEEK) {
+		ssize_t n = stk_recv(conn, sink, len < sizeof(sink) ? len : sizeof(sink), flags);
+		if (n == (ssize_t)sizeof(sink)) { /* count the rest without copying it */
+			size_t ready = stk_conn_readable(conn);
+			n = (ssize_t)(ready < len ? ready : len);
+		}
+		return n;
+	}
+	size_t done = 0;
+	while (done < len) {
+		size_t chunk = len - done < sizeof(sink) ? len - done : sizeof(sink);
+		/* after the first bytes, only what is there (unless MSG_WAITALL) */
+		int f = done && !(flags & MSG_WAITALL) ? flags | MSG_DONTWAIT : flags;
+		ssize_t n = stk_recv(conn, sink, chunk, f);
+		if (n <= 0)
+			return done ? (ssize_t)done : n;
+		done += (size_t)n;
+		if ((size_t)n < chunk)
+			break;
+	}
+	return (ssize_t)done;
+}
+
 ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
 {
+	if (__builtin_expect(flags & MSG_TRUNC, 0))
+		return recv_discard(conn, len, flags);
 	if (stk_ready_bad_user_range(buf, len))
 		return -EFAULT;
 	if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))

@@ -1,6 +1,7 @@
 #!/bin/sh
 # libfabsock.so exports every interposed libc name of the foundation issue, the
-# exec/spawn family (fork-exec migration), the public fsk_ API, and nothing else (visibility + version script).
+# exec/spawn family (fork-exec migration), the byte paths glibc takes around the
+# socket calls (splice, dprintf, aio, syscall...), the public fsk_ API, and nothing else (visibility + version script).
 set -u
 . "$top_srcdir/tests/preload/lib.sh"
 expected="socket socketpair bind listen accept accept4 connect shutdown close read readv
@@ -9,6 +10,8 @@ setsockopt getsockname getpeername fcntl fcntl64 ioctl dup dup2 dup3 poll ppoll 
 pselect epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 fork
 daemon _exit execve execv execvp execvpe execl execlp execle fexecve execveat posix_spawn
 posix_spawnp posix_spawn_file_actions_adddup2 sendfile sendfile64 fdopen __read_chk __recv_chk __recvfrom_chk __poll_chk __ppoll_chk
+splice preadv2 pwritev2 preadv64v2 pwritev64v2 dprintf vdprintf __dprintf_chk __vdprintf_chk
+aio_read aio_write aio_read64 aio_write64 lio_listio lio_listio64 syscall
 fsk_version fsk_active fsk_fd_accelerated fsk_counter"
 want=$(printf '%s\n' $expected | sort)
 got=$(nm -D --defined-only "$fsk_lib" | awk '$2 ~ /^[TWi]$/ { print $3 }' | sed 's/@.*//' | sort)
