@@ -17,6 +17,16 @@ tests_fabric_test_fdp_dgram_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAG
 tests_fabric_test_fdp_dgram_LDADD = $(FABRIC_LIBS) $(CHECK_LIBS) -lpthread
 EXTRA_tests_fabric_test_fdp_dgram_DEPENDENCIES = src/fabric/libdpdk-fi.la
 
+# What libfabric's man pages (checked by fabtests' getinfo_test, av_test,
+# cq_test) require of fi_getinfo's capability split, FI_EVENT/FI_SYNC_ERR
+# AV inserts with failing addresses, and fi_cq_signal; over net_ring0.
+check_PROGRAMS += tests/fabric/test_fdp_conform
+TESTS += tests/fabric/test_fdp_conform
+tests_fabric_test_fdp_conform_SOURCES = tests/fabric/test_fdp_conform.c
+tests_fabric_test_fdp_conform_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS) -pthread
+tests_fabric_test_fdp_conform_LDADD = $(FABRIC_LIBS) $(CHECK_LIBS) -lpthread
+EXTRA_tests_fabric_test_fdp_conform_DEPENDENCIES = src/fabric/libdpdk-fi.la
+
 # Probe program: open fabric/domain/endpoint as FI_DPDK_* say.
 check_PROGRAMS += tests/fabric/fdp_open
 tests_fabric_fdp_open_SOURCES = tests/fabric/fdp_open.c
