@@ -353,9 +353,10 @@ struct fdp_ep_hooks {
 	int (*cancel)(struct fdp_ep *ep, void *context);
 	/* fi_close, after the endpoint stopped receiving: free hook_ctx. */
 	void (*close)(struct fdp_ep *ep);
-	/* Provider shutdown (the process exits with the endpoint open), after
-	 * a last poll of the port: send the peers what they are owed now
-	 * (delayed acks), since no timer will run again. May be NULL. */
+	/* fi_close, and provider shutdown (the process exits with the
+	 * endpoint open) after a last poll of the port: send the peers what
+	 * they are owed now (delayed acks), since no timer will run again.
+	 * May be NULL. */
 	void (*flush)(struct fdp_ep *ep, uint64_t now_ns);
 	/* True while data this endpoint sent (or queued) is not yet
 	 * acknowledged by its peer, or given up as unreachable. fi_close and

@@ -51,6 +51,11 @@ static int ep_close(struct fid *fid)
 	fdp_port_unbind(port, ep->addr.sin_port);
 	fdp_lock(&ep->lock);
 	ep->enabled = false;
+	/* acks owed for what was received last (a reply the application has
+	 * already seen): without them the peer's send would end in
+	 * FI_EHOSTUNREACH once this endpoint is gone */
+	if (ep->hooks && ep->hooks->flush)
+		ep->hooks->flush(ep, fdp_now_ns());
 	if (ep->hooks && ep->hooks->close)
 		ep->hooks->close(ep);
 	fdp_unlock(&ep->lock);
