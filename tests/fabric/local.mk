@@ -73,3 +73,9 @@ EXTRA_DIST += tests/fabric/fabric_netns_af_xdp_rdm.sh
 # Bad parameters / devices that will not start: one clean error per case.
 TESTS += tests/fabric/fabric_bad_input.sh
 EXTRA_DIST += tests/fabric/fabric_bad_input.sh
+
+# libfabric's fabtests (v1.17) on the provider, when the machine has them or
+# their source (never downloaded): unit tests over net_ring0, client/server
+# tests over a net_memif pair; SKIP naming what is missing otherwise.
+TESTS += tests/fabric/fabric_fabtests.sh
+EXTRA_DIST += tests/fabric/fabric_fabtests.sh
