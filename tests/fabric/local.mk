@@ -27,6 +27,14 @@ tests_fabric_test_fdp_conform_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFL
 tests_fabric_test_fdp_conform_LDADD = $(FABRIC_LIBS) $(CHECK_LIBS) -lpthread
 EXTRA_tests_fabric_test_fdp_conform_DEPENDENCIES = src/fabric/libdpdk-fi.la
 
+# Environment probe for the af_xdp tests, independent of DPDK and of the
+# provider (raw AF_XDP and bpf system calls): a SKIP means the environment
+# refuses AF_XDP, never that our port failed (fabric_xdp_skip.sh checks it).
+check_PROGRAMS += tests/fabric/xdp_probe
+tests_fabric_xdp_probe_SOURCES = tests/fabric/xdp_probe.c
+TESTS += tests/fabric/fabric_xdp_skip.sh
+EXTRA_DIST += tests/fabric/fabric_xdp_skip.sh
+
 # Probe program: open fabric/domain/endpoint as FI_DPDK_* say.
 check_PROGRAMS += tests/fabric/fdp_open
 tests_fabric_fdp_open_SOURCES = tests/fabric/fdp_open.c
