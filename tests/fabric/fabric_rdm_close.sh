@@ -7,7 +7,10 @@
 # right after the call or its completion. The client drops 30 % of its
 # frames (FI_DPDK_DROP), so most rounds need a retransmission after the
 # completion; the first one also waits for ARP. The server must get every
-# message.
+# message. Last, the fi_rdm_multi_client pattern without injected loss: the
+# server answers each message, the client closes as soon as fi_cq_sread
+# returned the answer, and the server's send must complete without error
+# (the closing endpoint sends the ack it owes).
 FDP_TIMEOUT=${FDP_TIMEOUT:-120}
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/fabric/fabric_lib.sh"
 fdp_require
@@ -31,8 +34,10 @@ run() {
 	env $srv timeout "$FDP_TIMEOUT" "$BIN" server -P "$port" -n "$rounds" -T 60 >"$slog" 2>&1 &
 	spid=$!
 	memif_ready
+	faults="FI_DPDK_DROP=0.3 FI_DPDK_SEED=11"
+	[ "$mode" = reply ] && faults=
 	# shellcheck disable=SC2086
-	env $cli FI_DPDK_DROP=0.3 FI_DPDK_SEED=11 timeout "$FDP_TIMEOUT" \
+	env $cli $faults timeout "$FDP_TIMEOUT" \
 		"$BIN" client -P "$port" -n "$rounds" -m "$mode" -T 60 >"$clog" 2>&1
 	crc=$?
 	wait "$spid"
@@ -47,4 +52,5 @@ run() {
 run inject 20 "$(fdp_oob_port 21)"
 run injcomp 20 "$(fdp_oob_port 22)"
 run sendmsg 10 "$(fdp_oob_port 23)"
+run reply 20 "$(fdp_oob_port 24)"
 echo "PASS"

@@ -3,7 +3,7 @@
  * sender closes its endpoint right after the completion (fabric_rdm_close.sh).
  *
  *   rdm_close server|client -P oob_port [-H oob_addr] [-n rounds]
- *             [-m inject|injcomp|sendmsg] [-T timeout_s]
+ *             [-m inject|injcomp|sendmsg|reply] [-T timeout_s]
  *
  * The server opens one FI_EP_RDM endpoint, gives its name to the client over
  * a TCP socket on oob_addr:oob_port, posts `rounds` receives and waits for
@@ -12,8 +12,13 @@
  * with -m inject right after fi_inject returns (no completion), with
  * injcomp after the FI_INJECT_COMPLETE completion of an fi_sendmsg, with
  * sendmsg after a default (transmit complete) fi_sendmsg's completion.
- * fabtests' fi_msg_inject does the same once per run. The server exits 0
- * only when every round's message arrived, each once.
+ * fabtests' fi_msg_inject does the same once per run. With -m reply the
+ * server answers each message (a default fi_send to the endpoint name the
+ * message carries) and the client closes its endpoint as soon as
+ * fi_cq_sread returned the answer, as fabtests' fi_rdm_multi_client does:
+ * the server's send must then complete without error, i.e. the closing
+ * client still acknowledged it. The server exits 0 only when every round's
+ * message arrived, each once (and, with reply, every answer completed).
  */
 #include "config.h"
 
@@ -37,6 +42,7 @@
 
 #define MAX_ROUNDS 256
 #define MSG_LEN 32
+#define NAME_OFF 16  /* reply mode: the sender's endpoint name from here */
 
 static struct {
 	bool server;
@@ -59,7 +65,8 @@ static void open_common(void)
 {
 	struct fi_info *h = fi_allocinfo();
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT};
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT,
+				     .wait_obj = FI_WAIT_UNSPEC};
 
 	h->ep_attr->type = FI_EP_RDM;
 	h->caps = FI_MSG;
@@ -97,14 +104,16 @@ static void close_common(void)
 	fi_freeinfo(info);
 }
 
-static void *wait_one(void)
+/* The next completion (fi_cq_sread: sleeping, so that the provider's
+ * progress thread receives it; else fi_cq_read). Exits on an error one. */
+static void *wait_one(bool sleep)
 {
 	struct fi_cq_entry ent;
 	struct fi_cq_err_entry err;
 	ssize_t ret;
 
 	for (;;) {
-		ret = fi_cq_read(cq, &ent, 1);
+		ret = sleep ? fi_cq_sread(cq, &ent, 1, NULL, 1000) : fi_cq_read(cq, &ent, 1);
 		if (ret == 1)
 			return ent.op_context;
 		if (ret == -FI_EAVAIL) {
@@ -165,6 +174,7 @@ static int server(void)
 {
 	static char bufs[MAX_ROUNDS][MSG_LEN];
 	int seen[MAX_ROUNDS] = {0};
+	bool reply = strcmp(opt.mode, "reply") == 0;
 	struct fid_ep *ep;
 	char name[64];
 	size_t namelen = sizeof(name);
@@ -207,6 +217,22 @@ static int server(void)
 		}
 		seen[r] = 1;
 		got++;
+		if (reply) {
+			char ans[MSG_LEN];
+			fi_addr_t to;
+
+			CHECK(fi_av_insert(av, b + NAME_OFF, 1, &to, 0, NULL) == 1 ? 0 : -FI_EINVAL);
+			snprintf(ans, sizeof(ans), "answer %d", r);
+			while ((ret = fi_send(ep, ans, MSG_LEN, NULL, to, ans)) == -FI_EAGAIN)
+				;
+			CHECK(ret);
+			/* an error completion (FI_EHOSTUNREACH: the client
+			 * closed without acknowledging) fails the run */
+			if (wait_one(false) != ans) {
+				fprintf(stderr, "server: completion out of order\n");
+				return 1;
+			}
+		}
 	}
 	printf("server: all %d messages arrived\n", got);
 	close(s);
@@ -235,10 +261,16 @@ static int client(void)
 		struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = dest,
 				   .context = msg};
 		uint64_t flags = FI_COMPLETION;
+		char ans[MSG_LEN];
+		size_t namelen = MSG_LEN - NAME_OFF;
 		ssize_t ret;
 
 		memset(msg, 0, sizeof(msg));
-		snprintf(msg, sizeof(msg), "round %d", r);
+		snprintf(msg, NAME_OFF, "round %u", (unsigned)r & 0xffffu); /* r < MAX_ROUNDS */
+		if (strcmp(opt.mode, "reply") == 0) {
+			CHECK(fi_getname(&ep->fid, msg + NAME_OFF, &namelen));
+			CHECK(fi_recv(ep, ans, MSG_LEN, NULL, FI_ADDR_UNSPEC, ans));
+		}
 		if (strcmp(opt.mode, "inject") == 0) {
 			while ((ret = fi_inject(ep, msg, MSG_LEN, dest)) == -FI_EAGAIN)
 				;
@@ -249,7 +281,11 @@ static int client(void)
 				;
 		}
 		CHECK(ret);
-		if (strcmp(opt.mode, "inject") != 0 && wait_one() != msg) {
+		if (strcmp(opt.mode, "inject") != 0 && wait_one(false) != msg) {
+			fprintf(stderr, "client: wrong completion context\n");
+			return 1;
+		}
+		if (strcmp(opt.mode, "reply") == 0 && wait_one(true) != ans) {
 			fprintf(stderr, "client: wrong completion context\n");
 			return 1;
 		}
@@ -271,7 +307,7 @@ int main(int argc, char **argv)
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: %s server|client -P port [-H addr] [-n rounds] "
-			"[-m inject|injcomp|sendmsg] [-T timeout_s]\n", argv[0]);
+			"[-m inject|injcomp|sendmsg|reply] [-T timeout_s]\n", argv[0]);
 		return 2;
 	}
 	opt.server = strcmp(argv[1], "server") == 0;
