@@ -31,7 +31,7 @@ run() {
 	rm -f "$sock"
 	slog=$(mktemp) clog=$(mktemp)
 	# shellcheck disable=SC2086
-	env $srv timeout "$FDP_TIMEOUT" "$BIN" server -P "$port" -n "$rounds" -T 60 >"$slog" 2>&1 &
+	env $srv timeout "$FDP_TIMEOUT" "$BIN" server -P "$port" -n "$rounds" -m "$mode" -T 60 >"$slog" 2>&1 &
 	spid=$!
 	memif_ready
 	faults="FI_DPDK_DROP=0.3 FI_DPDK_SEED=11"
