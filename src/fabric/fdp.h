@@ -217,7 +217,9 @@ struct fdp_av {
 	void **old_arrays;              /* superseded entry arrays, freed at close */
 	size_t old_count;
 	atomic_int ref;                 /* eps bound */
-	struct fdp_eq *eq_hint;         /* bound EQ: inserts complete there */
+	bool async;                     /* opened with FI_EVENT: inserts complete
+	                                 * on the bound EQ (fi_av(3)) */
+	struct fdp_eq *eq;              /* bound EQ, set before any insert */
 };
 
 /* Peer lookup for engines. 0 or -FI_EINVAL for an unknown/removed fi_addr. */
@@ -248,6 +250,9 @@ struct fdp_cq {
 	struct fdp_cq_err_node *err_head, *err_tail; /* protected by lock */
 	int wait_fd;                    /* eventfd, -1 without a wait object */
 	atomic_bool armed;              /* fi_trywait said the reader will sleep */
+	atomic_bool signaled;           /* fi_cq_signal: the next (or current)
+	                                 * fi_cq_sread that finds nothing returns
+	                                 * -FI_EAGAIN at once */
 	atomic_int ref;                 /* eps bound */
 };
 
@@ -289,6 +294,15 @@ struct fdp_eq {
 	struct fdp_eq_node *err_head, *err_tail;
 	int wait_fd;                    /* eventfd, -1 for FI_WAIT_NONE */
 };
+
+/* AV insert events (fdp_av.c, on an AV opened with FI_EVENT): one error
+ * entry per failed address (err a positive FI_E* value, data its index in
+ * the insert's vector), then the insert's FI_AV_COMPLETE with the number of
+ * addresses inserted; context is the insert's. fdp_eq_av_error returns 0 or
+ * -FI_ENOMEM. */
+void fdp_eq_av_complete(struct fdp_eq *eq, fid_t fid, void *context, uint64_t count) FDP_HIDDEN;
+int fdp_eq_av_error(struct fdp_eq *eq, fid_t fid, void *context, uint64_t index,
+		    int err) FDP_HIDDEN;
 
 struct fdp_mr {
 	struct fid_mr mr_fid;           /* first */
@@ -339,10 +353,18 @@ struct fdp_ep_hooks {
 	int (*cancel)(struct fdp_ep *ep, void *context);
 	/* fi_close, after the endpoint stopped receiving: free hook_ctx. */
 	void (*close)(struct fdp_ep *ep);
-	/* Provider shutdown (the process exits with the endpoint open), after
-	 * a last poll of the port: send the peers what they are owed now
-	 * (delayed acks), since no timer will run again. May be NULL. */
+	/* fi_close, and provider shutdown (the process exits with the
+	 * endpoint open) after a last poll of the port: send the peers what
+	 * they are owed now (delayed acks), since no timer will run again.
+	 * May be NULL. */
 	void (*flush)(struct fdp_ep *ep, uint64_t now_ns);
+	/* True while data this endpoint sent (or queued) is not yet
+	 * acknowledged by its peer, or given up as unreachable. fi_close and
+	 * provider shutdown keep driving progress while it says so, for at
+	 * most FDP_CLOSE_LINGER_NS: a send completed at copy time
+	 * (FI_INJECT_COMPLETE, fi_inject) must not be lost because the
+	 * application closed right after its completion. May be NULL. */
+	bool (*tx_pending)(struct fdp_ep *ep);
 	/* fi_rx_size_left / fi_tx_size_left (may be NULL: -FI_ENOSYS). */
 	ssize_t (*rx_size_left)(struct fdp_ep *ep);
 	ssize_t (*tx_size_left)(struct fdp_ep *ep);
@@ -468,6 +490,16 @@ int fdp_domain_progress(struct fdp_domain *domain) FDP_HIDDEN;
 int fdp_progress_timers_attach(struct fdp_ep *ep) FDP_HIDDEN;
 void fdp_progress_timers_detach(struct fdp_ep *ep) FDP_HIDDEN;
 void fdp_progress_timers_kick(struct fdp_ep *ep) FDP_HIDDEN;
+
+/* Longest fi_close / process exit waits for unacknowledged sends (hook
+ * tx_pending) before it drops them: 1 s, well above any retransmission a
+ * live peer needs (RTO floor 250 us, cap 100 ms) and short enough for an
+ * application whose peer is gone. */
+#define FDP_CLOSE_LINGER_NS (1000ull * 1000 * 1000)
+
+/* Drive progress while ep's hook tx_pending says so, at most
+ * FDP_CLOSE_LINGER_NS (fdp_ep.c). Call with no lock held. */
+void fdp_ep_linger(struct fdp_ep *ep) FDP_HIDDEN;
 
 /* Framework internals shared between fdp_*.c files. */
 int fdp_ep_open(struct fid_domain *domain, struct fi_info *info,

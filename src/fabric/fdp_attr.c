@@ -19,6 +19,22 @@
 			FI_MULTI_RECV | FI_RMA_EVENT | FI_SHARED_AV | FI_TRIGGER | \
 			FI_FENCE | FI_VARIABLE_MSG)
 
+/* Which capabilities belong in tx_attr->caps and rx_attr->caps
+ * (fi_endpoint(3) "CAPABILITIES" of the transmit and receive contexts;
+ * fabtests' getinfo_test checks the same split). Domain-wide ones
+ * (FI_LOCAL_COMM, FI_REMOTE_COMM, FI_SHARED_AV) stay in info->caps and
+ * domain_attr->caps only. */
+#define TX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_MULTICAST | \
+		 FI_NAMED_RX_CTX | FI_HMEM | FI_COLLECTIVE | FI_SEND | FI_READ | \
+		 FI_WRITE | FI_TRIGGER | FI_FENCE | FI_RMA_PMEM)
+#define RX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_DIRECTED_RECV | \
+		 FI_VARIABLE_MSG | FI_HMEM | FI_COLLECTIVE | FI_RECV | \
+		 FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_PMEM | FI_SOURCE | \
+		 FI_SOURCE_ERR | FI_RMA_EVENT | FI_MULTI_RECV | FI_TRIGGER)
+/* Domain capabilities we have: every peer is reached the same way, on this
+ * host or another. No FI_SHARED_AV: named AVs are not implemented. */
+#define DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+
 static int resolve(const char *node, const char *service, struct sockaddr_in *out)
 {
 	struct addrinfo hints, *res = NULL;
@@ -107,6 +123,8 @@ static bool class_matches(const struct fdp_ep_class *cls, const struct fi_info *
 			return false;
 		if (d->cq_data_size > 8)
 			return false;
+		if (d->caps & ~DOMAIN_CAPS)
+			return false;
 	}
 	if (hints->fabric_attr && hints->fabric_attr->name &&
 	    strcmp(hints->fabric_attr->name, FDP_PROV_NAME) != 0)
@@ -147,7 +165,7 @@ static struct fi_info *class_info(const struct fdp_ep_class *cls,
 		fi->dest_addrlen = sizeof(*dest);
 	}
 
-	fi->tx_attr->caps = caps & ~(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV);
+	fi->tx_attr->caps = caps & TX_CAPS;
 	fi->tx_attr->mode = cls->mode;
 	fi->tx_attr->op_flags = 0;
 	fi->tx_attr->msg_order = cls->msg_order;
@@ -157,7 +175,7 @@ static struct fi_info *class_info(const struct fdp_ep_class *cls,
 	fi->tx_attr->iov_limit = cls->iov_limit;
 	fi->tx_attr->rma_iov_limit = 0;
 
-	fi->rx_attr->caps = caps & ~FI_SEND;
+	fi->rx_attr->caps = caps & RX_CAPS;
 	fi->rx_attr->mode = cls->mode;
 	fi->rx_attr->op_flags = 0;
 	fi->rx_attr->msg_order = cls->msg_order;
@@ -206,7 +224,7 @@ static struct fi_info *class_info(const struct fdp_ep_class *cls,
 	fi->domain_attr->max_ep_srx_ctx = 0;
 	fi->domain_attr->cntr_cnt = 1024;
 	fi->domain_attr->mr_iov_limit = 1;
-	fi->domain_attr->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+	fi->domain_attr->caps = DOMAIN_CAPS;
 	fi->domain_attr->mode = 0;
 	fi->domain_attr->mr_cnt = 65536;
 

@@ -17,8 +17,6 @@
 
 #define AV_DEFAULT_COUNT 64
 
-void fdp_eq_av_complete(struct fdp_eq *eq, fid_t fid, void *context, uint64_t count) FDP_HIDDEN;
-
 static uint32_t sa_hash(const struct sockaddr_in *sa, size_t size)
 {
 	uint64_t k = ((uint64_t)sa->sin_addr.s_addr << 16) | sa->sin_port;
@@ -93,38 +91,59 @@ static int av_append(struct fdp_av *av, const struct sockaddr_in *sa, fi_addr_t 
 	return 0;
 }
 
+/* fi_av(3): a synchronous AV returns how many addresses went in, and with
+ * FI_SYNC_ERR writes each address's status (0 or a positive FI_E* value) to
+ * the int array context points to; an AV opened with FI_EVENT returns 0
+ * and reports on its EQ, one error entry per failed address before the
+ * insert's FI_AV_COMPLETE. Either way a failed address's fi_addr is
+ * FI_ADDR_NOTAVAIL. */
 static int av_insert(struct fid_av *av_fid, const void *addr, size_t count,
 		     fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
 	struct fdp_av *av = container_of(av_fid, struct fdp_av, av_fid);
+	int *sync_err = NULL;
 	struct sockaddr_in sa;
 	size_t i, done = 0;
 	fi_addr_t a;
+	int err;
 
-	(void)flags;
 	if (count && !addr)
 		return -FI_EINVAL;
+	if (flags & FI_SYNC_ERR) {
+		if (av->async)
+			return -FI_EBADFLAGS;
+		if (count && !context)
+			return -FI_EINVAL;
+		sync_err = context;
+	}
+	if (av->async && !av->eq)
+		return -FI_ENOEQ;
 	fdp_lock(&av->lock);
 	for (i = 0; i < count; i++) {
 		/* the caller's bytes need not be aligned (an address taken out of a
 		 * wire message): copy each one */
 		memcpy(&sa, (const char *)addr + i * sizeof(sa), sizeof(sa));
 		a = FI_ADDR_NOTAVAIL;
-		if (sa.sin_family != AF_INET || av_append(av, &sa, &a) != 0) {
+		err = sa.sin_family != AF_INET ? -FI_EINVAL : av_append(av, &sa, &a);
+		if (err) {
 			char ip[INET_ADDRSTRLEN] = "?";
 
 			inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
-			FDP_WARN(FI_LOG_AV, "fi_av_insert: %s family %d: not an IPv4 sockaddr\n",
-				 ip, sa.sin_family);
+			FDP_WARN(FI_LOG_AV, "fi_av_insert: %s family %d: %s\n", ip, sa.sin_family,
+				 err == -FI_EINVAL ? "not an IPv4 sockaddr" : fi_strerror(-err));
+			if (av->async)
+				fdp_eq_av_error(av->eq, &av->av_fid.fid, context, i, -err);
 		} else {
 			done++;
 		}
+		if (sync_err)
+			sync_err[i] = -err;
 		if (fi_addr)
 			fi_addr[i] = a;
 	}
 	fdp_unlock(&av->lock);
-	if (av->eq_hint) {
-		fdp_eq_av_complete(av->eq_hint, &av->av_fid.fid, context, done);
+	if (av->async) {
+		fdp_eq_av_complete(av->eq, &av->av_fid.fid, context, done);
 		return 0;
 	}
 	return (int)done;
@@ -233,7 +252,7 @@ static int av_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	(void)flags;
 	if (bfid->fclass != FI_CLASS_EQ)
 		return -FI_EINVAL;
-	av->eq_hint = container_of(bfid, struct fdp_eq, eq_fid.fid);
+	av->eq = container_of(bfid, struct fdp_eq, eq_fid.fid);
 	return 0;
 }
 
@@ -300,6 +319,7 @@ int fdp_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
 		av->hash[i] = UINT32_MAX;
 	av->domain = domain;
 	av->type = attr->type == FI_AV_MAP ? FI_AV_MAP : FI_AV_TABLE;
+	av->async = attr->flags & FI_EVENT;
 	fdp_lock_init(&av->lock);
 	av->av_fid.fid.fclass = FI_CLASS_AV;
 	av->av_fid.fid.context = context;

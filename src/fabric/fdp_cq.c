@@ -226,6 +226,13 @@ int fdp_cq_trywait(struct fdp_cq *cq)
 	return ret;
 }
 
+/* fi_cq_signal's flag, consumed by the reader it ends. */
+static bool take_signal(struct fdp_cq *cq)
+{
+	return atomic_load_explicit(&cq->signaled, memory_order_relaxed) &&
+	       atomic_exchange(&cq->signaled, false);
+}
+
 static ssize_t cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			    fi_addr_t *src_addr, const void *cond, int timeout)
 {
@@ -237,7 +244,7 @@ static ssize_t cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	deadline = timeout < 0 ? UINT64_MAX : start + (uint64_t)timeout * 1000000ull;
 	for (;;) {
 		ret = cq_readfrom(cq_fid, buf, count, src_addr);
-		if (ret != -FI_EAGAIN)
+		if (ret != -FI_EAGAIN || take_signal(cq))
 			return ret;
 		now = fdp_now_ns();
 		if (now >= deadline)
@@ -246,11 +253,16 @@ static ssize_t cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			sched_yield();
 			continue;
 		}
+		/* fi_trywait drains the wait fd, which may hold fi_cq_signal's
+		 * wake-up: look at the flag after it (a signal raised later
+		 * writes the fd again, after the drain, and ends the poll) */
 		if (fdp_cq_trywait(cq) == 0) {
 			struct pollfd pfd = {.fd = cq->wait_fd, .events = POLLIN};
 			int ms = deadline == UINT64_MAX ? -1 :
 				 (int)((deadline - now + 999999) / 1000000);
 
+			if (take_signal(cq))
+				return -FI_EAGAIN;
 			if (poll(&pfd, 1, ms) < 0 && errno == EINTR)
 				return -FI_EINTR;
 		}
@@ -267,6 +279,7 @@ static int cq_signal(struct fid_cq *cq_fid)
 {
 	struct fdp_cq *cq = container_of(cq_fid, struct fdp_cq, cq_fid);
 
+	atomic_store(&cq->signaled, true);
 	if (cq->wait_fd >= 0)
 		wake(cq->wait_fd);
 	return 0;

@@ -11,16 +11,51 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool ep_tx_pending(struct fdp_ep *ep)
+{
+	bool pending;
+
+	fdp_lock(&ep->lock);
+	pending = ep->enabled && ep->hooks && ep->hooks->tx_pending &&
+		  ep->hooks->tx_pending(ep);
+	fdp_unlock(&ep->lock);
+	return pending;
+}
+
+void fdp_ep_linger(struct fdp_ep *ep)
+{
+	uint64_t start = fdp_now_ns();
+
+	while (ep_tx_pending(ep)) {
+		if (fdp_now_ns() - start >= FDP_CLOSE_LINGER_NS) {
+			FDP_WARN(FI_LOG_EP_CTRL, "endpoint closed with sends its peer has not "
+				 "acknowledged after %llu ms: they are dropped\n",
+				 (unsigned long long)(FDP_CLOSE_LINGER_NS / 1000000));
+			return;
+		}
+		if (fdp_domain_progress(ep->domain) == 0)
+			sched_yield();
+	}
+}
+
 static int ep_close(struct fid *fid)
 {
 	struct fdp_ep *ep = container_of(fid, struct fdp_ep, ep_fid.fid);
 	struct fdp_port *port = ep->domain->port;
 
+	/* the data of sends that completed at copy time is still only in
+	 * this endpoint's send window: deliver it before the endpoint goes */
+	fdp_ep_linger(ep);
 	fdp_port_detach(port, ep);
 	/* after unbind no receive burst can reach ep (it takes the rx lock) */
 	fdp_port_unbind(port, ep->addr.sin_port);
 	fdp_lock(&ep->lock);
 	ep->enabled = false;
+	/* acks owed for what was received last (a reply the application has
+	 * already seen): without them the peer's send would end in
+	 * FI_EHOSTUNREACH once this endpoint is gone */
+	if (ep->hooks && ep->hooks->flush)
+		ep->hooks->flush(ep, fdp_now_ns());
 	if (ep->hooks && ep->hooks->close)
 		ep->hooks->close(ep);
 	fdp_unlock(&ep->lock);

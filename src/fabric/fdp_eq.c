@@ -217,13 +217,27 @@ static const struct fi_ops_eq eq_ops = {
 	.strerror = eq_strerror,
 };
 
-/* For AV inserts bound to an EQ (fdp_av.c). */
-void fdp_eq_av_complete(struct fdp_eq *eq, fid_t fid, void *context, uint64_t count) FDP_HIDDEN;
 void fdp_eq_av_complete(struct fdp_eq *eq, fid_t fid, void *context, uint64_t count)
 {
 	struct fi_eq_entry e = {.fid = fid, .context = context, .data = count};
 
 	eq_write(&eq->eq_fid, FI_AV_COMPLETE, &e, sizeof(e), 0);
+}
+
+int fdp_eq_av_error(struct fdp_eq *eq, fid_t fid, void *context, uint64_t index, int err)
+{
+	struct fdp_eq_node *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return -FI_ENOMEM;
+	n->event = FI_AV_COMPLETE;
+	n->err.fid = fid;
+	n->err.context = context;
+	n->err.data = index;
+	n->err.err = err;
+	n->err.prov_errno = err;
+	eq_push(eq, n, true);
+	return 0;
 }
 
 int fdp_eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr,

@@ -319,13 +319,38 @@ static void each_hook_ep(struct fdp_port *p, bool flush, uint64_t now)
 	fdp_unlock(&p->ep_lock);
 }
 
-/* The process exits with endpoints open: take the frames that arrived (a
- * last data frame is acked from here) and have every endpoint send what its
- * peers are owed, or their last sends would complete only when they declare
- * us unreachable. */
+static bool any_tx_pending(struct fdp_port *p)
+{
+	bool pending = false;
+	size_t i;
+
+	fdp_lock(&p->ep_lock);
+	for (i = 0; i < p->hook_count && !pending; i++) {
+		struct fdp_ep *ep = p->hook_eps[i];
+
+		fdp_lock(&ep->lock);
+		pending = ep->enabled && ep->hooks && ep->hooks->tx_pending &&
+			  ep->hooks->tx_pending(ep);
+		fdp_unlock(&ep->lock);
+	}
+	fdp_unlock(&p->ep_lock);
+	return pending;
+}
+
+/* The process exits with endpoints open: as fi_close would, wait (at most
+ * FDP_CLOSE_LINGER_NS) for the peers to acknowledge what was sent, then
+ * take the frames that arrived (a last data frame is acked from here) and
+ * have every endpoint send what its peers are owed, or their last sends
+ * would complete only when they declare us unreachable. */
 static void flush_eps(struct fdp_port *p)
 {
+	uint64_t start = fdp_now_ns();
+
 	fdp_port_progress(p);
+	while (any_tx_pending(p) && fdp_now_ns() - start < FDP_CLOSE_LINGER_NS) {
+		if (fdp_port_progress(p) == 0)
+			sched_yield();
+	}
 	each_hook_ep(p, true, fdp_now_ns());
 }
 

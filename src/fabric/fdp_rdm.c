@@ -555,6 +555,19 @@ static void rdm_flush(struct fdp_ep *ep, uint64_t now_ns)
 		fdp_rel_ack_now(&s->m.rel, &s->peers[i]->mp.rel, now_ns);
 }
 
+static bool rdm_tx_pending(struct fdp_ep *ep)
+{
+	struct rdm_state *s = st_of(ep);
+
+	for (size_t i = 0; s && i < s->npeers; i++) {
+		const struct fdp_msg_peer *mp = &s->peers[i]->mp;
+
+		if (mp->txq_head || mp->rel.snd_una != mp->rel.snd_nxt)
+			return true;
+	}
+	return false;
+}
+
 static void rdm_close(struct fdp_ep *ep)
 {
 	struct rdm_state *s = st_of(ep);
@@ -616,6 +629,7 @@ static const struct fdp_ep_hooks rdm_hooks = {
 	.cancel = rdm_cancel,
 	.close = rdm_close,
 	.flush = rdm_flush,
+	.tx_pending = rdm_tx_pending,
 	.rx_size_left = rdm_rx_size_left,
 	.tx_size_left = rdm_tx_size_left,
 };

@@ -96,6 +96,29 @@ fdp_xfer() {
 	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ] || fdp_fail "$label"
 }
 
+# fdp_af_xdp_check NETNS IFACE "ENV": open our port (fdp_open) in NETNS with
+# ENV (FI_DPDK_DEVICE=net_af_xdp0,iface=IFACE ...). When it fails, ask
+# xdp_probe (raw system calls, neither DPDK nor our code) whether AF_XDP
+# works on IFACE: if it does, the failure is ours (FAIL); if the
+# environment refuses a step, SKIP naming it.
+fdp_af_xdp_check() {
+	ns=$1 ifc=$2 oenv=$3
+	probe="$top_builddir/tests/fabric/xdp_probe"
+	# shellcheck disable=SC2086
+	out=$(ip netns exec "$ns" env $oenv FI_LOG_LEVEL=warn timeout 20 \
+		"$top_builddir/tests/fabric/fdp_open" 2>&1) && return 0
+	echo "$out" | grep -v '^libfabric:.*core:' | tail -n 5
+	[ -x "$probe" ] || fdp_fail "our net_af_xdp port failed, and $probe is not built to tell whether the environment can"
+	pout=$(ip netns exec "$ns" timeout 20 "$probe" "$ifc" 2>&1)
+	prc=$?
+	echo "$pout"
+	case $prc in
+	0) fdp_fail "AF_XDP works on $ifc here (xdp_probe), but our net_af_xdp port did not open" ;;
+	77) fdp_skip "this kernel/container refuses AF_XDP on a veth: $pout" ;;
+	*) fdp_fail "xdp_probe $ifc: exit $prc" ;;
+	esac
+}
+
 # fdp_netns_run PMD [native|pingpong]: two network namespaces, each with its own DPDK port on
 # one end of a veth pair (no kernel address on it), plus a second veth pair
 # with kernel addresses for fi_pingpong's TCP control channel (an XDP
@@ -119,13 +142,7 @@ fdp_netns_run() {
 	srv="FI_DPDK_DEVICE=net_${pmd}0,iface=fd$id FI_DPDK_IP=198.18.2.1/24"
 	cli="FI_DPDK_DEVICE=net_${pmd}0,iface=fe$id FI_DPDK_IP=198.18.2.2/24"
 	if [ "$pmd" = af_xdp ]; then
-		# Probe: can this kernel attach an XDP socket to a veth here?
-		out=$(ip netns exec "$nsa" env $srv FI_LOG_LEVEL=warn timeout 20 \
-			"$top_builddir/tests/fabric/fdp_open" 2>&1)
-		if [ $? -ne 0 ]; then
-			echo "$out" | grep -v '^libfabric:.*core:' | tail -n 5
-			fdp_skip "net_af_xdp cannot open a port on a veth in this kernel/container"
-		fi
+		fdp_af_xdp_check "$nsa" "fd$id" "$srv"
 	fi
 	if [ "$only" != native ]; then
 		fdp_pingpong "$pmd dgram" dpdk dgram 1k "$srv" "$cli" "ip netns exec $nsa" \

@@ -17,6 +17,24 @@ tests_fabric_test_fdp_dgram_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAG
 tests_fabric_test_fdp_dgram_LDADD = $(FABRIC_LIBS) $(CHECK_LIBS) -lpthread
 EXTRA_tests_fabric_test_fdp_dgram_DEPENDENCIES = src/fabric/libdpdk-fi.la
 
+# What libfabric's man pages (checked by fabtests' getinfo_test, av_test,
+# cq_test) require of fi_getinfo's capability split, FI_EVENT/FI_SYNC_ERR
+# AV inserts with failing addresses, and fi_cq_signal; over net_ring0.
+check_PROGRAMS += tests/fabric/test_fdp_conform
+TESTS += tests/fabric/test_fdp_conform
+tests_fabric_test_fdp_conform_SOURCES = tests/fabric/test_fdp_conform.c
+tests_fabric_test_fdp_conform_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS) -pthread
+tests_fabric_test_fdp_conform_LDADD = $(FABRIC_LIBS) $(CHECK_LIBS) -lpthread
+EXTRA_tests_fabric_test_fdp_conform_DEPENDENCIES = src/fabric/libdpdk-fi.la
+
+# Environment probe for the af_xdp tests, independent of DPDK and of the
+# provider (raw AF_XDP and bpf system calls): a SKIP means the environment
+# refuses AF_XDP, never that our port failed (fabric_xdp_skip.sh checks it).
+check_PROGRAMS += tests/fabric/xdp_probe
+tests_fabric_xdp_probe_SOURCES = tests/fabric/xdp_probe.c
+TESTS += tests/fabric/fabric_xdp_skip.sh
+EXTRA_DIST += tests/fabric/fabric_xdp_skip.sh
+
 # Probe program: open fabric/domain/endpoint as FI_DPDK_* say.
 check_PROGRAMS += tests/fabric/fdp_open
 tests_fabric_fdp_open_SOURCES = tests/fabric/fdp_open.c
@@ -63,3 +81,9 @@ EXTRA_DIST += tests/fabric/fabric_netns_af_xdp_rdm.sh
 # Bad parameters / devices that will not start: one clean error per case.
 TESTS += tests/fabric/fabric_bad_input.sh
 EXTRA_DIST += tests/fabric/fabric_bad_input.sh
+
+# libfabric's fabtests (v1.17) on the provider, when the machine has them or
+# their source (never downloaded): unit tests over net_ring0, client/server
+# tests over a net_memif pair; SKIP naming what is missing otherwise.
+TESTS += tests/fabric/fabric_fabtests.sh
+EXTRA_DIST += tests/fabric/fabric_fabtests.sh

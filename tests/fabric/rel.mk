@@ -51,3 +51,13 @@ EXTRA_DIST += tests/fabric/fuzz_rel.c tests/fabric/fabric_fuzz_rel.sh
 # makes no libfabric call (rdm_xfer -S, 10 % loss).
 TESTS += tests/fabric/fabric_rdm_stall.sh
 EXTRA_DIST += tests/fabric/fabric_rdm_stall.sh
+
+# Behaviour test: a completed send (fi_inject, FI_INJECT_COMPLETE) reaches
+# the peer although the sender closes its endpoint right after it, with 30 %
+# loss on the sender (fi_close lingers until the peer acknowledged).
+check_PROGRAMS += tests/fabric/rdm_close
+tests_fabric_rdm_close_SOURCES = tests/fabric/rdm_close.c
+tests_fabric_rdm_close_CFLAGS = $(AM_CFLAGS) $(FABRIC_CFLAGS)
+tests_fabric_rdm_close_LDADD = $(FABRIC_LIBS)
+TESTS += tests/fabric/fabric_rdm_close.sh
+EXTRA_DIST += tests/fabric/fabric_rdm_close.sh
