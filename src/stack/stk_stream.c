@@ -1177,9 +1177,12 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 			return (ssize_t)sent;
 		}
 		if (conn->reset) {
-			/* as the kernel: ECONNRESET once, EPIPE afterwards */
+			/* as the kernel: ECONNRESET once, EPIPE afterwards; a call that
+			 * sent bytes before the reset returns their count and leaves
+			 * the ECONNRESET to the next call (Linux's sk_err) */
 			err = conn->reset_reported ? -EPIPE : -ECONNRESET;
-			conn->reset_reported = true;
+			if (!sent)
+				conn->reset_reported = true;
 		} else if (conn->fin_sent || conn->peer_closed) {
 			err = -EPIPE;
 		} else {
@@ -1286,7 +1289,8 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 			cork_flush_locked(conn); /* the peer may wait for them to answer */
 		if (conn->reset) {
 			bool first = !conn->reset_reported;
-			conn->reset_reported = true;
+			if (!got) /* else the next call reports it, as Linux's sk_err */
+				conn->reset_reported = true;
 			pthread_mutex_unlock(&conn->lock);
 			/* as the kernel: ECONNRESET once, then EOF */
 			return got ? (ssize_t)got : first ? -ECONNRESET : 0;

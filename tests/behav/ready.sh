@@ -13,9 +13,9 @@ fsk_setup behav-ready
 fsk_behav_compare bh_ready --provider shm --rules 'use kernel tcp_server 127.0.0.2:*'
 log="$fsk_tmp/bh_ready.log"
 # Accelerated in the parent process: 2 (SHUT_RD) + 2 x 2 (epoll fd) + 2
-# (nested) connection ends, 12 killed-peer clients (ET_ROUNDS, KILL_ROUNDS
+# (nested) connection ends, 8 killed-peer clients (ET_ROUNDS, KILL_ROUNDS
 # in bh_ready.c); the 24 EPOLLET clients fell back on meeting a plain server.
-fsk_assert_accel "$log" bh_ready 20 shm
+fsk_assert_accel "$log" bh_ready 16 shm
 fell=$(fsk_counter "$log" fallback_plain_peer)
 [ "$fell" -ge 24 ] || fsk_fail "bh_ready: $fell EPOLLET connection(s) fell back, want 24"
 late=$(fsk_counter "$log" sleep_late_wakes)
