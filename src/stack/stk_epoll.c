@@ -78,6 +78,10 @@ struct stk_epoll {
 	/* Exposure (stk_epoll_expose): set under lock, read by enqueue without it */
 	int expose_fd;              /* eventfd in E, or -1 */
 	bool expose_set;            /* atomic: expose_fd is readable */
+	/* atomic: E is watched by the kernel (poll, select, a kernel set): the
+	 * exposure follows the ready list. Otherwise (created for a kick only)
+	 * it is only ever lowered: no system call on the wait path. */
+	bool expose_wanted;
 	/* protected by lock */
 	struct ep_item **by_fd;     /* items by the app's fd number */
 	struct ep_item *inners;     /* items that are nested sets */
@@ -185,7 +189,7 @@ static void enqueue(struct ep_item *it)
 	}
 	/* E is readable to the kernel as soon as something is queued: a poll or a
 	 * kernel set sleeping on E wakes (the next scan or refresh lowers it) */
-	if (appended)
+	if (appended && __atomic_load_n(&ep->expose_wanted, __ATOMIC_RELAXED))
 		expose_raise(ep);
 	stk_ready_notify(&ep->watch);
 }
@@ -664,7 +668,8 @@ static void expose_update(struct stk_epoll *ep, bool pending, unsigned appends)
 	if (ep->expose_fd < 0)
 		return;
 	if (pending) {
-		expose_raise(ep);
+		if (__atomic_load_n(&ep->expose_wanted, __ATOMIC_RELAXED))
+			expose_raise(ep);
 		return;
 	}
 	if (!__atomic_load_n(&ep->expose_set, __ATOMIC_ACQUIRE))
@@ -697,6 +702,7 @@ int stk_epoll_refresh(struct stk_epoll *ep, bool harvest)
 	pthread_mutex_lock(&ep->lock);
 	int ret = expose_locked(ep);
 	if (!ret) {
+		__atomic_store_n(&ep->expose_wanted, true, __ATOMIC_RELAXED);
 		if (harvest)
 			harvest_priv(ep);
 		/* E as the kernel sees it must say now what a wait would say, not a

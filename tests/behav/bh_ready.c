@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +72,33 @@ static ssize_t read_arriving(int fd, char *buf, size_t len)
 		}
 	}
 	return n;
+}
+
+/* Data written by another thread while the caller sleeps (late data). */
+struct late {
+	pthread_t thread;
+	int fd;
+	const char *data;
+};
+
+static void *late_writer(void *arg)
+{
+	struct late *l = arg;
+
+	sleep_ms(50);
+	if (write(l->fd, l->data, strlen(l->data)) < 0)
+		perror("late write");
+	return NULL;
+}
+
+static void late_start(struct late *l, int fd, const char *data)
+{
+	l->fd = fd;
+	l->data = data;
+	if (pthread_create(&l->thread, NULL, late_writer, l)) {
+		perror("pthread_create");
+		_exit(2);
+	}
 }
 
 static void shut_rd(void)
@@ -134,6 +162,25 @@ static void epoll_fd_ready(int outer_first)
 	bh_say("poll E after read = %s", pev(poll1(e, POLLIN, 0)));
 	bh_show("outer wait after read", epoll_wait(o, out, 4, 0));
 	bh_show("E wait after read", epoll_wait(e, out, 4, 0));
+	struct late l;
+	late_start(&l, c, "late");
+	bh_say("poll E while data arrives = %s", pev(poll1(e, POLLIN, 3000)));
+	pthread_join(l.thread, NULL);
+	BH_CHECK(bh_ok("server read", read(s, buf, sizeof(buf))) == 4);
+	late_start(&l, c, "later");
+	FD_ZERO(&r);
+	FD_SET(e, &r);
+	tv.tv_sec = 3;
+	bh_show("select E while data arrives", select(e + 1, &r, NULL, NULL, &tv));
+	pthread_join(l.thread, NULL);
+	BH_CHECK(bh_ok("server read", read(s, buf, sizeof(buf))) == 5);
+	late_start(&l, c, "latest");
+	n = bh_show("outer wait while data arrives", epoll_wait(o, out, 4, 3000));
+	if (n == 1)
+		bh_say("  outer cookie %llu", (unsigned long long)out[0].data.u64);
+	pthread_join(l.thread, NULL);
+	bh_show("E wait after it", epoll_wait(e, out, 4, 0));
+	BH_CHECK(bh_ok("server read", read(s, buf, sizeof(buf))) == 6);
 	close(o);
 	close(e);
 	close(c);
@@ -169,6 +216,16 @@ static void nested(void)
 		BH_CHECK(bh_ok("server read", read(s, buf, sizeof(buf))) == 4);
 		bh_show("inner wait after read", epoll_wait(i, out, 4, 0));
 	}
+	struct late l;
+	late_start(&l, c, "late");
+	int n = bh_show("outer wait while data arrives", epoll_wait(o, out, 4, 3000));
+	if (n == 1)
+		bh_say("  outer cookie %llu", (unsigned long long)out[0].data.u64);
+	pthread_join(l.thread, NULL);
+	n = bh_show("inner wait", epoll_wait(i, out, 4, 0));
+	if (n == 1)
+		bh_say("  inner cookie %llu", (unsigned long long)out[0].data.u64);
+	BH_CHECK(bh_ok("server read", read(s, buf, sizeof(buf))) == 4);
 	close(o);
 	close(i);
 	close(c);
