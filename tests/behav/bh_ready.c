@@ -164,18 +164,19 @@ static void epoll_fd_ready(int outer_first)
 	bh_show("E wait after read", epoll_wait(e, out, 4, 0));
 	struct late l;
 	late_start(&l, c, "late");
-	bh_say("poll E while data arrives = %s", pev(poll1(e, POLLIN, 3000)));
+	bh_say("poll E while data arrives = %s", pev(poll1(e, POLLIN, 1500)));
 	pthread_join(l.thread, NULL);
 	BH_CHECK(bh_ok("server read", read(s, buf, sizeof(buf))) == 4);
 	late_start(&l, c, "later");
 	FD_ZERO(&r);
 	FD_SET(e, &r);
-	tv.tv_sec = 3;
+	tv.tv_sec = 1;
+	tv.tv_usec = 500000;
 	bh_show("select E while data arrives", select(e + 1, &r, NULL, NULL, &tv));
 	pthread_join(l.thread, NULL);
 	BH_CHECK(bh_ok("server read", read(s, buf, sizeof(buf))) == 5);
 	late_start(&l, c, "latest");
-	n = bh_show("outer wait while data arrives", epoll_wait(o, out, 4, 3000));
+	n = bh_show("outer wait while data arrives", epoll_wait(o, out, 4, 1500));
 	if (n == 1)
 		bh_say("  outer cookie %llu", (unsigned long long)out[0].data.u64);
 	pthread_join(l.thread, NULL);
@@ -218,7 +219,7 @@ static void nested(void)
 	}
 	struct late l;
 	late_start(&l, c, "late");
-	int n = bh_show("outer wait while data arrives", epoll_wait(o, out, 4, 3000));
+	int n = bh_show("outer wait while data arrives", epoll_wait(o, out, 4, 1500));
 	if (n == 1)
 		bh_say("  outer cookie %llu", (unsigned long long)out[0].data.u64);
 	pthread_join(l.thread, NULL);
