@@ -1163,6 +1163,24 @@ static void sleep_fabs(struct stk_epoll *ep, struct stk_ready_fabs *f)
 	}
 }
 
+int stk_epoll_prepare_sleep(struct stk_epoll *ep, bool announce, int *priv_fd)
+{
+	struct stk_ready_fabs wf = { .n = 0 };
+	pthread_mutex_lock(&ep->lock);
+	sleep_fabs(ep, &wf);
+	pthread_mutex_unlock(&ep->lock);
+	struct pollfd unused[STK_READY_FAB_MAX];
+	uint64_t slice;
+	int nw = stk_ready_fabs_prepare(&wf, unused, &slice);
+	if (nw == -EAGAIN)
+		return STK_READY_BELLS_RECHECK; /* completions pending */
+	int b = slice ? bells(ep, announce) : STK_READY_BELLS_SLEEP;
+	if (b == STK_READY_BELLS_SLEEP && nw > 0 && stk_epoll_refresh(ep, false) > 0)
+		return STK_READY_BELLS_RECHECK; /* delivered before our trywait */
+	*priv_fd = ep->priv;
+	return b;
+}
+
 static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		      uint64_t deadline, const sigset_t *sigmask)
 {

@@ -160,6 +160,14 @@ int stk_epoll_wait(struct stk_epoll *ep, struct epoll_event *evs, int max, int t
 int stk_epoll_wait_ts(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		      const struct timespec *timeout, const sigset_t *sigmask);
 
+/* Before a poll or select that was given E sleeps (stk_poll): trywait on the
+ * fabrics of ep and of the sets it nests, then announce the sleep on each
+ * accelerated socket (stk_ready_bells_add; send: announce). Returns
+ * STK_READY_BELLS_SLEEP (covered: sleeping on *priv_fd, ep's sleep set P, is
+ * woken by whatever changes ep), STK_READY_BELLS_SLICES (sleep in slices) or
+ * STK_READY_BELLS_RECHECK (evaluate once more before sleeping). */
+int stk_epoll_prepare_sleep(struct stk_epoll *ep, bool announce, int *priv_fd);
+
 /* conn's negotiation ended (stk_lazy.h): on the fabric, sets holding it wake up
  * and report what it has as a new edge; on the kernel, its items move to the
  * app's kernel set (real EPOLL_CTL_ADD with the app's events and data) and leave

@@ -152,8 +152,37 @@ static void wake_links(struct stk_conn **conns, nfds_t nfds, struct stk_wake_nod
 	}
 }
 
-/* The mixed case. k has room for nfds + STK_READY_FAB_MAX + 1 entries, nodes
- * for nfds. */
+/* Before a sleep with epoll fds in the set: bring their sleep sets in (k,
+ * from index *nsleep) when every one is covered, else cap the sleep at the
+ * next slice. Returns false when they must be evaluated again first. */
+static bool sets_sleep(struct ready_sets *sets, struct pollfd *k, nfds_t *nsleep,
+		       uint64_t *sleep, bool *covered)
+{
+	sets->slice_ns = !sets->slice_ns ? STK_READY_SLICE_MIN_NS
+			 : sets->slice_ns >= STK_READY_SLICE_MAX_NS / 2 ? STK_READY_SLICE_MAX_NS
+									 : sets->slice_ns * 2;
+	*covered = sets->slice_ns >= STK_READY_ANNOUNCE_NS;
+	nfds_t first = *nsleep;
+	for (unsigned i = 0; i < sets->n && *covered; i++) {
+		int priv = -1;
+		int b = stk_epoll_prepare_sleep(sets->ep[i], true, &priv);
+		if (b == STK_READY_BELLS_RECHECK)
+			return false;
+		*covered = b == STK_READY_BELLS_SLEEP;
+		k[*nsleep].fd = priv;
+		k[*nsleep].events = POLLIN;
+		k[(*nsleep)++].revents = 0;
+	}
+	if (!*covered) {
+		*nsleep = first;
+		if (*sleep > sets->slice_ns)
+			*sleep = sets->slice_ns;
+	}
+	return true;
+}
+
+/* The mixed case. k has room for nfds + STK_READY_FAB_MAX + 1 +
+ * STK_READY_SET_MAX entries, nodes for nfds. */
 static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, nfds_t nacc,
 		      struct ready_sets *sets, struct pollfd *k, struct stk_wake_node *nodes,
 		      uint64_t deadline, const sigset_t *sigmask)
@@ -237,7 +266,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 		/* from here on any change of an accelerated socket, made by any
 		 * thread, wakes us */
 		struct stk_wake_node proto;
-		nfds_t nsleep = nfds + (nfds_t)nw;
+		nfds_t nsleep = nfds + (nfds_t)nw, wake_idx = 0;
 		bool woken = stk_ready_ops.wake_link && stk_wake_prepare(&proto);
 		if (woken) {
 			wake_links(conns, nfds, nodes, &proto, true);
@@ -247,6 +276,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 					sleepers(conns, nfds, -1);
 				continue; /* delivered by another thread meanwhile */
 			}
+			wake_idx = nsleep;
 			k[nsleep].fd = stk_wake_fd(&proto);
 			k[nsleep].events = POLLIN;
 			k[nsleep++].revents = 0;
@@ -259,19 +289,19 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			sleep = slice;
 		if (negotiating && sleep > STK_READY_SLICE_MAX_NS)
 			sleep = STK_READY_SLICE_MAX_NS;
-		if (sets->n) {
-			sets->slice_ns = !sets->slice_ns ? STK_READY_SLICE_MIN_NS
-					 : sets->slice_ns >= STK_READY_SLICE_MAX_NS / 2
-						 ? STK_READY_SLICE_MAX_NS
-						 : sets->slice_ns * 2;
-			if (sleep > sets->slice_ns)
-				sleep = sets->slice_ns;
+		bool sets_covered = false;
+		if (sets->n && !sets_sleep(sets, k, &nsleep, &sleep, &sets_covered)) {
+			if (woken)
+				wake_links(conns, nfds, nodes, &proto, false);
+			if (bells_on)
+				sleepers(conns, nfds, -1);
+			continue; /* a set has something (or completions) already */
 		}
 		/* Covered by doorbells or a wait fd: both are shared by every
 		 * thread of the process (another one may consume what was ours):
 		 * the wake-up above is exact, the cap a safety net (stk_stream.h) */
 		uint64_t cap = stk_sleep_cap(woken, want_out);
-		if ((nw > 0 || slice == UINT64_MAX) && sleep > cap)
+		if ((nw > 0 || slice == UINT64_MAX || sets_covered) && sleep > cap)
 			sleep = cap;
 		bool capped = sleep == cap && deadline - now > cap;
 		struct timespec ts = ns_to_ts(sleep);
@@ -279,7 +309,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 					    stk_ready_sleep_mask(&sigs, sigmask));
 		if (woken) {
 			wake_links(conns, nfds, nodes, &proto, false);
-			if (n > 0 && k[nsleep - 1].revents)
+			if (n > 0 && k[wake_idx].revents)
 				stk_wake_drain(&proto);
 		}
 		if (bells_on)
@@ -305,7 +335,7 @@ static int poll_deadline(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 			 const struct timespec *timeout, const sigset_t *sigmask)
 {
 	struct stk_conn *small_conns[STACK_FDS];
-	struct pollfd small_k[STACK_FDS + STK_READY_FAB_MAX + 1];
+	struct pollfd small_k[STACK_FDS + STK_READY_FAB_MAX + 1 + STK_READY_SET_MAX];
 	struct stk_wake_node small_nodes[STACK_FDS];
 	struct stk_conn **conns = small_conns;
 	struct pollfd *k = small_k;
@@ -315,7 +345,8 @@ static int poll_deadline(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 		if (nfds > (1u << 20))
 			return -EINVAL;
 		conns = stk_ready_scratch(0, nfds * sizeof(*conns));
-		k = stk_ready_scratch(1, (nfds + STK_READY_FAB_MAX + 1) * sizeof(*k));
+		k = stk_ready_scratch(1, (nfds + STK_READY_FAB_MAX + 1 + STK_READY_SET_MAX) *
+					     sizeof(*k));
 		nodes = stk_ready_scratch(3, nfds * sizeof(*nodes));
 		if (!conns || !k || !nodes)
 			return -ENOMEM;
