@@ -893,7 +893,8 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 		struct ep_item *next = it->rd_next;
 		it->notified = false;
 		spin_unlock(&ep->rdl);
-		if (it->conn && stk_ready_phase(it->conn) == STK_PHASE_KERNEL) {
+		int phase = it->conn ? stk_ready_phase(it->conn) : STK_PHASE_FABRIC;
+		if (phase == STK_PHASE_KERNEL) {
 			migrate_to_kernel(ep, it); /* missed by stk_epoll_conn_changed */
 			it = next;
 			continue;
@@ -908,7 +909,8 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 			note_fab(ep, it);
 			uint64_t gen;
 			r = item_events(it, &gen, !fab_was_known);
-			if (it->conn && stk_ready_phase(it->conn) == STK_PHASE_KERNEL) {
+			if (phase != STK_PHASE_FABRIC &&
+			    stk_ready_phase(it->conn) == STK_PHASE_KERNEL) {
 				/* the evaluation settled it (a client meeting a plain
 				 * server): E reports it from now on. Reporting it here
 				 * too would give an EPOLLET item a second edge when E
