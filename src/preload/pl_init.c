@@ -69,6 +69,13 @@ static void guard_leave(void)
 	pl_leave();
 }
 
+/* ... and which fds are epoll fds with an object (lock-free). */
+static struct stk_epoll *ready_lookup_set(int fd)
+{
+	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
+	return sock ? sock->epoll : NULL;
+}
+
 /* The readiness layer asks which fds are accelerated (lock-free). */
 static struct stk_conn *ready_lookup(int fd)
 {
@@ -102,6 +109,7 @@ static void init_once_body(void)
 	stk_hooks.enter = guard_enter;
 	stk_hooks.leave = guard_leave;
 	stk_ready_lookup = ready_lookup;
+	stk_ready_lookup_set = ready_lookup_set;
 	bool ok = stk_config_load(&stk_cfg, env_lookup, program_invocation_short_name) == 0;
 	if (ok && stk_cfg.enabled && pl_fdtab_init(&pl_fdtab, 0) != 0) {
 		FSK_ERR("cannot reserve the fd table: out of memory; libfabsock disabled, "

@@ -41,36 +41,11 @@ static inline int pl_ret(int ret)
 	return ret;
 }
 
-/* An epoll fd with accelerated sockets handed to poll/select: make it readable
- * to the kernel while accelerated readiness is pending. */
-static void expose_if_epoll(int fd)
-{
-	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	if (sock && sock->epoll)
-		stk_epoll_expose(sock->epoll);
-}
-
-static void expose_pollfds(const struct pollfd *fds, nfds_t nfds)
-{
-	if (!__atomic_load_n(&stk_epoll_live, __ATOMIC_RELAXED))
-		return;
-	for (nfds_t i = 0; i < nfds; i++)
-		expose_if_epoll(fds[i].fd);
-}
-
-static void expose_fdsets(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
-{
-	if (!__atomic_load_n(&stk_epoll_live, __ATOMIC_RELAXED))
-		return;
-	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++)
-		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e)))
-			expose_if_epoll(fd);
-}
-
+/* An epoll fd with an object handed to poll/select is refreshed by the stack
+ * (stk_ready_lookup_set). */
 static int stack_poll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 		      const sigset_t *mask)
 {
-	expose_pollfds(fds, nfds);
 	return pl_ret(stk_poll(fds, nfds, timeout, mask));
 }
 
@@ -119,7 +94,6 @@ PL_EXPORT int select(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 {
 	if (!stack_involved())
 		return PL_REAL(select)(nfds, rfds, wfds, efds, timeout);
-	expose_fdsets(nfds, rfds, wfds, efds);
 	return pl_ret(stk_select(nfds, rfds, wfds, efds, timeout));
 }
 
@@ -128,7 +102,6 @@ PL_EXPORT int pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 {
 	if (!stack_involved())
 		return PL_REAL(pselect)(nfds, rfds, wfds, efds, timeout, mask);
-	expose_fdsets(nfds, rfds, wfds, efds);
 	return pl_ret(stk_pselect(nfds, rfds, wfds, efds, timeout, mask));
 }
 

@@ -68,16 +68,23 @@ struct ep_item {
 	 * closes or leaves the fabric, or the set is destroyed. */
 	bool parked;
 	struct ep_item *pk_prev, *pk_next; /* ep->parked list, protected by ep->lock */
+	struct ep_item *in_prev, *in_next; /* ep->inners list, protected by ep->lock */
 };
 
 struct stk_epoll {
 	pthread_mutex_t lock;
 	int epfd;                   /* E (the app's) */
 	int priv;                   /* P (ours) */
-	/* protected by lock */
+	/* Exposure (stk_epoll_expose): set under lock, read by enqueue without it */
 	int expose_fd;              /* eventfd in E, or -1 */
-	bool expose_set;
+	bool expose_set;            /* atomic: expose_fd is readable */
+	/* atomic: E is watched by the kernel (poll, select, a kernel set): the
+	 * exposure follows the ready list. Otherwise (created for a kick only)
+	 * it is only ever lowered: no system call on the wait path. */
+	bool expose_wanted;
+	/* protected by lock */
 	struct ep_item **by_fd;     /* items by the app's fd number */
+	struct ep_item *inners;     /* items that are nested sets */
 	unsigned by_fd_cap, n;
 	struct ep_item *parked;     /* parked items (see struct ep_item) */
 	struct stk_ready_fabs fabs; /* fabrics of the items (wait fds are in P) */
@@ -154,6 +161,8 @@ static void rdl_unlink(struct stk_epoll *ep, struct ep_item *it)
 
 /* Queue an item (any thread, no lock held but the watch lock), then tell the
  * sets that hold its set. */
+static void expose_raise(struct stk_epoll *ep);
+
 static void enqueue(struct ep_item *it)
 {
 	struct stk_epoll *ep = it->ep;
@@ -178,6 +187,10 @@ static void enqueue(struct ep_item *it)
 		if (stk_sys.write(ep->wake_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
 			__atomic_store_n(&ep->wake_pending, 0, __ATOMIC_RELEASE);
 	}
+	/* E is readable to the kernel as soon as something is queued: a poll or a
+	 * kernel set sleeping on E wakes (the next scan or refresh lowers it) */
+	if (appended && __atomic_load_n(&ep->expose_wanted, __ATOMIC_RELAXED))
+		expose_raise(ep);
 	stk_ready_notify(&ep->watch);
 }
 
@@ -418,8 +431,15 @@ static void remove_item(struct stk_epoll *ep, struct ep_item *it)
 	spin_unlock(&ep->rdl);
 	if (it->conn && it->live_fd >= 0 && !shared)
 		sys_ctl(ep->priv, EPOLL_CTL_DEL, it->live_fd, 0, 0);
-	if (it->inner)
+	if (it->inner) {
 		sys_ctl(ep->priv, EPOLL_CTL_DEL, it->inner->priv, 0, 0);
+		if (it->in_prev)
+			it->in_prev->in_next = it->in_next;
+		else
+			ep->inners = it->in_next;
+		if (it->in_next)
+			it->in_next->in_prev = it->in_prev;
+	}
 	free(it);
 }
 
@@ -556,6 +576,12 @@ static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *con
 		}
 		ep->by_fd[fd] = it;
 		ep->n++;
+		if (inner) {
+			it->in_next = ep->inners;
+			if (ep->inners)
+				ep->inners->in_prev = it;
+			ep->inners = it;
+		}
 		watch_link(it);
 		note_fab(ep, it);
 		queue_if_ready(it);
@@ -604,10 +630,10 @@ int stk_epoll_ctl_inner(struct stk_epoll *ep, int op, int fd, struct stk_epoll *
 	return ctl_common(ep, op, fd, NULL, inner, ev);
 }
 
-int stk_epoll_expose(struct stk_epoll *ep)
+/* Create the exposure eventfd (lock held). */
+static int expose_locked(struct stk_epoll *ep)
 {
 	int ret = 0;
-	pthread_mutex_lock(&ep->lock);
 	if (ep->expose_fd < 0) {
 		int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (efd < 0) {
@@ -617,39 +643,82 @@ int stk_epoll_expose(struct stk_epoll *ep)
 			if (ret)
 				stk_sys.close(efd);
 			else
-				ep->expose_fd = efd;
+				__atomic_store_n(&ep->expose_fd, efd, __ATOMIC_RELEASE);
 		}
+	}
+	return ret;
+}
+
+/* Make E readable (any thread, any lock): once until the next lowering. */
+static void expose_raise(struct stk_epoll *ep)
+{
+	int efd = __atomic_load_n(&ep->expose_fd, __ATOMIC_ACQUIRE);
+	if (efd < 0 || __atomic_exchange_n(&ep->expose_set, true, __ATOMIC_ACQ_REL))
+		return;
+	uint64_t v = 1;
+	if (stk_sys.write(efd, &v, sizeof(v)) != (ssize_t)sizeof(v))
+		__atomic_store_n(&ep->expose_set, false, __ATOMIC_RELEASE);
+}
+
+/* The exposure follows pending, the state a walk found (lock held); appends is
+ * ep->appends as read before that walk: an item queued since (enqueue appends,
+ * then raises) raises it again after a lowering. */
+static void expose_update(struct stk_epoll *ep, bool pending, unsigned appends)
+{
+	if (ep->expose_fd < 0)
+		return;
+	if (pending) {
+		if (__atomic_load_n(&ep->expose_wanted, __ATOMIC_RELAXED))
+			expose_raise(ep);
+		return;
+	}
+	if (!__atomic_load_n(&ep->expose_set, __ATOMIC_ACQUIRE))
+		return;
+	uint64_t v;
+	if (stk_sys.read(ep->expose_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return;
+	__atomic_store_n(&ep->expose_set, false, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&ep->appends, __ATOMIC_SEQ_CST) != appends)
+		expose_raise(ep);
+}
+
+int stk_epoll_kick(struct stk_epoll *ep)
+{
+	pthread_mutex_lock(&ep->lock);
+	int ret = expose_locked(ep);
+	if (!ret)
+		expose_raise(ep); /* the next scan or refresh lowers it */
+	pthread_mutex_unlock(&ep->lock);
+	return ret;
+}
+
+struct inner_seen;
+static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bool report,
+		      struct inner_seen *seen);
+static void harvest_priv(struct stk_epoll *ep);
+
+int stk_epoll_refresh(struct stk_epoll *ep, bool harvest)
+{
+	pthread_mutex_lock(&ep->lock);
+	int ret = expose_locked(ep);
+	if (!ret) {
+		__atomic_store_n(&ep->expose_wanted, true, __ATOMIC_RELAXED);
+		if (harvest)
+			harvest_priv(ep);
+		/* E as the kernel sees it must say now what a wait would say, not a
+		 * stale state (the kick, an item read since the last scan) */
+		unsigned appends = __atomic_load_n(&ep->appends, __ATOMIC_SEQ_CST);
+		ret = walk_ready(ep, NULL, 0, false, NULL) > 0;
+		expose_update(ep, ret, appends);
 	}
 	pthread_mutex_unlock(&ep->lock);
 	return ret;
 }
 
-int stk_epoll_kick(struct stk_epoll *ep)
+int stk_epoll_expose(struct stk_epoll *ep)
 {
-	int ret = stk_epoll_expose(ep);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&ep->lock);
-	uint64_t v = 1;
-	if (!ep->expose_set && stk_sys.write(ep->expose_fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
-		ep->expose_set = true; /* the next scan drains it */
-	pthread_mutex_unlock(&ep->lock);
-	return 0;
-}
-
-/* Exposure eventfd follows the pending state, on transitions only (lock held). */
-static void expose_update(struct stk_epoll *ep, bool pending)
-{
-	if (ep->expose_fd < 0 || pending == ep->expose_set)
-		return;
-	uint64_t v = 1;
-	if (pending) {
-		if (stk_sys.write(ep->expose_fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
-			ep->expose_set = true;
-	} else {
-		if (stk_sys.read(ep->expose_fd, &v, sizeof(v)) >= 0 || errno == EAGAIN)
-			ep->expose_set = false;
-	}
+	int ret = stk_epoll_refresh(ep, false);
+	return ret < 0 ? ret : 0;
 }
 
 /* Apply fn (remove_item or migrate_to_kernel: both take the item off w) under
@@ -808,6 +877,12 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 	for (unsigned i = 0; i < ep->fabs.n; i++)
 		stk_ready_ops.progress(ep->fabs.fab[i]); /* deliveries queue items */
 	spin_lock(&ep->rdl);
+	/* A nested set's changes reach us only through deliveries on its own
+	 * fabrics, which no one drives while the app waits here: evaluate every
+	 * nested set (its evaluation drives them; rare, and few per set). */
+	for (struct ep_item *in = ep->inners; in; in = in->in_next)
+		if (!in->on_rdl && !in->disabled)
+			rdl_append(ep, in);
 	struct ep_item *it = ep->rd_first;
 	unsigned todo = ep->rd_count;
 	spin_unlock(&ep->rdl);
@@ -818,7 +893,8 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 		struct ep_item *next = it->rd_next;
 		it->notified = false;
 		spin_unlock(&ep->rdl);
-		if (it->conn && stk_ready_phase(it->conn) == STK_PHASE_KERNEL) {
+		int phase = it->conn ? stk_ready_phase(it->conn) : STK_PHASE_FABRIC;
+		if (phase == STK_PHASE_KERNEL) {
 			migrate_to_kernel(ep, it); /* missed by stk_epoll_conn_changed */
 			it = next;
 			continue;
@@ -833,6 +909,16 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 			note_fab(ep, it);
 			uint64_t gen;
 			r = item_events(it, &gen, !fab_was_known);
+			if (phase != STK_PHASE_FABRIC &&
+			    stk_ready_phase(it->conn) == STK_PHASE_KERNEL) {
+				/* the evaluation settled it (a client meeting a plain
+				 * server): E reports it from now on. Reporting it here
+				 * too would give an EPOLLET item a second edge when E
+				 * takes it with its data still unread. */
+				migrate_to_kernel(ep, it);
+				it = next;
+				continue;
+			}
 			if (it->events & EPOLLET) {
 				fire = is_edge(it, r, gen);
 				if (report) {
@@ -886,7 +972,12 @@ static int walk_ready(struct stk_epoll *ep, struct epoll_event *evs, int max, bo
 static bool inner_pending(struct stk_epoll *inner)
 {
 	pthread_mutex_lock(&inner->lock);
+	unsigned appends = __atomic_load_n(&inner->appends, __ATOMIC_SEQ_CST);
 	bool pending = walk_ready(inner, NULL, 0, false, NULL) > 0;
+	/* the outer set also harvests inner's fd from its kernel set E: the
+	 * exposure there must agree (a stale one would report inner twice or
+	 * when it has nothing) */
+	expose_update(inner, pending, appends);
 	pthread_mutex_unlock(&inner->lock);
 	return pending;
 }
@@ -929,11 +1020,12 @@ static void harvest_priv(struct stk_epoll *ep)
 static int scan_accel(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		      struct inner_seen *seen)
 {
+	unsigned appends = __atomic_load_n(&ep->appends, __ATOMIC_SEQ_CST);
 	int cnt = walk_ready(ep, evs, max, true, seen);
 	spin_lock(&ep->rdl);
 	bool pending = ep->rd_count != 0;
 	spin_unlock(&ep->rdl);
-	expose_update(ep, pending);
+	expose_update(ep, pending, appends);
 	return cnt;
 }
 
@@ -1026,11 +1118,11 @@ int stk_epoll_wait_ts(struct stk_epoll *ep, struct epoll_event *evs, int max,
 	return wait_until(ep, evs, max, stk_ready_deadline_ts(timeout), sigmask);
 }
 
-/* Doorbells for every accelerated item (stk_ready_bells_add); nested sets
- * are woken through their own P, which ours holds. */
-static int bells(struct stk_epoll *ep, bool send)
+/* Doorbells for every accelerated item of ep and of the sets it nests
+ * (stk_ready_bells_add): their doorbells ring on liveness channels in their
+ * P, which ours holds. */
+static void bells_add(struct stk_epoll *ep, struct stk_ready_bells *b)
 {
-	struct stk_ready_bells b = { .send = send };
 	pthread_mutex_lock(&ep->lock);
 	unsigned seen = 0;
 	for (unsigned fd = 0; fd < ep->by_fd_cap && seen < ep->n; fd++) {
@@ -1039,12 +1131,56 @@ static int bells(struct stk_epoll *ep, bool send)
 			continue;
 		seen++;
 		if (it->conn)
-			stk_ready_bells_add(&b, it->conn);
-		if (b.uncovered && !send)
+			stk_ready_bells_add(b, it->conn);
+		else if (it->inner)
+			bells_add(it->inner, b);
+		if (b->uncovered && !b->send)
 			break;
 	}
 	pthread_mutex_unlock(&ep->lock);
+}
+
+static int bells(struct stk_epoll *ep, bool send)
+{
+	struct stk_ready_bells b = { .send = send };
+	bells_add(ep, &b);
 	return stk_ready_bells_result(&b);
+}
+
+/* The fabrics a sleep on ep must cover: its own and those of the sets it
+ * nests (lock held), deduplicated, at most STK_READY_FAB_MAX. */
+static void sleep_fabs(struct stk_epoll *ep, struct stk_ready_fabs *f)
+{
+	for (unsigned i = 0; i < ep->fabs.n; i++) {
+		unsigned j = 0;
+		while (j < f->n && f->fab[j] != ep->fabs.fab[i])
+			j++;
+		if (j == f->n && f->n < STK_READY_FAB_MAX)
+			f->fab[f->n++] = ep->fabs.fab[i];
+	}
+	for (struct ep_item *in = ep->inners; in; in = in->in_next) {
+		pthread_mutex_lock(&in->inner->lock);
+		sleep_fabs(in->inner, f);
+		pthread_mutex_unlock(&in->inner->lock);
+	}
+}
+
+int stk_epoll_prepare_sleep(struct stk_epoll *ep, bool announce, int *priv_fd)
+{
+	struct stk_ready_fabs wf = { .n = 0 };
+	pthread_mutex_lock(&ep->lock);
+	sleep_fabs(ep, &wf);
+	pthread_mutex_unlock(&ep->lock);
+	struct pollfd unused[STK_READY_FAB_MAX];
+	uint64_t slice;
+	int nw = stk_ready_fabs_prepare(&wf, unused, &slice);
+	if (nw == -EAGAIN)
+		return STK_READY_BELLS_RECHECK; /* completions pending */
+	int b = slice ? bells(ep, announce) : STK_READY_BELLS_SLEEP;
+	if (b == STK_READY_BELLS_SLEEP && nw > 0 && stk_epoll_refresh(ep, false) > 0)
+		return STK_READY_BELLS_RECHECK; /* delivered before our trywait */
+	*priv_fd = ep->priv;
+	return b;
 }
 
 static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
@@ -1066,8 +1202,8 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		if (step == STK_READY_SPIN)
 			continue;
 		pthread_mutex_lock(&ep->lock);
-		memcpy(wf.fab, ep->fabs.fab, sizeof(wf.fab));
-		wf.n = ep->fabs.n;
+		wf.n = 0;
+		sleep_fabs(ep, &wf);
 		pthread_mutex_unlock(&ep->lock);
 		struct pollfd unused[STK_READY_FAB_MAX];
 		uint64_t slice;

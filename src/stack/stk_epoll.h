@@ -75,8 +75,10 @@
  *   epoll_wait / epoll_pwait on an epfd with an object: stk_epoll_wait(ep, evs,
  *       max, timeout, sigmask or NULL); epoll_pwait2: stk_epoll_wait_ts.
  *       Without an object: the real call.
- *   poll/select/ppoll/pselect given an epoll fd that has an object, or the real
- *       epoll_ctl(ADD) of it into a set without an object: stk_epoll_expose(ep).
+ *   poll/select/ppoll/pselect given an epoll fd that has an object: nothing
+ *       (stk_poll refreshes it through stk_ready_lookup_set, stk_ready.h);
+ *       the real epoll_ctl(ADD) of it into a set without an object:
+ *       stk_epoll_expose(ep).
  *   close(epfd) of an fd with an object: stk_epoll_destroy(ep), then the real
  *       close.
  *   the last close of an accelerated socket: stk_epoll_conn_closed(conn) before
@@ -89,6 +91,7 @@
 #define STK_EPOLL_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 #include <sys/epoll.h>
@@ -125,10 +128,20 @@ int stk_epoll_ctl_inner(struct stk_epoll *ep, int op, int fd, struct stk_epoll *
 
 /* Make E readable to kernel observers (a plain kernel epoll set holding E, poll or
  * select on E) while accelerated readiness is pending in ep: an eventfd in E that
- * every scan of ep signals or drains. Call when the app passes E to something
- * other than epoll_wait (idempotent). Without a thread waiting on ep, the state
- * is as of the last scan. Returns 0 or -errno. */
+ * is raised whenever an item is queued (by any thread's delivery) and lowered by
+ * a scan or a refresh that finds nothing to report. Call when the app passes E
+ * to something other than epoll_wait (idempotent): it also refreshes the state.
+ * Deliveries need someone to drive the fabrics (shm has no wait fd): a plain
+ * kernel observer sleeping on E sees what arrived up to the last scan or
+ * refresh and what other threads deliver; stk_poll refreshes the sets it is
+ * given itself (stk_ready.h). Returns 0 or -errno. */
 int stk_epoll_expose(struct stk_epoll *ep);
+
+/* Expose, then refresh ep's state: drive its fabrics, look at its sleep set P
+ * first when harvest (its liveness channels said something), and set the
+ * exposure to whether a wait would report an accelerated item now (nested sets
+ * included). Returns 1 (pending), 0, or -errno. Does not consume edges. */
+int stk_epoll_refresh(struct stk_epoll *ep, bool harvest);
 
 /* The object was just attached to E, which a thread may be waiting on with the
  * real epoll_wait (it had nothing of ours when the wait began): make that wait
@@ -146,6 +159,14 @@ int stk_epoll_wait(struct stk_epoll *ep, struct epoll_event *evs, int max, int t
  * forever); -EINVAL for a bad timeout. */
 int stk_epoll_wait_ts(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		      const struct timespec *timeout, const sigset_t *sigmask);
+
+/* Before a poll or select that was given E sleeps (stk_poll): trywait on the
+ * fabrics of ep and of the sets it nests, then announce the sleep on each
+ * accelerated socket (stk_ready_bells_add; send: announce). Returns
+ * STK_READY_BELLS_SLEEP (covered: sleeping on *priv_fd, ep's sleep set P, is
+ * woken by whatever changes ep), STK_READY_BELLS_SLICES (sleep in slices) or
+ * STK_READY_BELLS_RECHECK (evaluate once more before sleeping). */
+int stk_epoll_prepare_sleep(struct stk_epoll *ep, bool announce, int *priv_fd);
 
 /* conn's negotiation ended (stk_lazy.h): on the fabric, sets holding it wake up
  * and report what it has as a new edge; on the kernel, its items move to the

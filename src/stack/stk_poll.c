@@ -2,9 +2,11 @@
  * fds. The contracts are in stk_ready.h. */
 #include "config.h"
 #include "stack/stk_ready.h"
+#include "stack/stk_accel.h"
 #include "stack/stk_config.h"
 #include "stack/stk_cork.h"
 #include "stack/stk_counters.h"
+#include "stack/stk_epoll.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_wake.h"
 
@@ -30,6 +32,35 @@ static nfds_t lookup_all(const struct pollfd *fds, nfds_t nfds, struct stk_conn 
 		nacc += conns[i] != NULL;
 	}
 	return nacc;
+}
+
+/* Epoll fds of the set that have an object (stk_ready_lookup_set). */
+struct ready_sets {
+	unsigned n;
+	struct stk_epoll *ep[STK_READY_SET_MAX];
+	uint64_t slice_ns;  /* the current slice of a sleep (0: none yet) */
+};
+
+static void lookup_sets(const struct pollfd *fds, nfds_t nfds, struct stk_conn **conns,
+			struct ready_sets *sets)
+{
+	sets->n = 0;
+	if (!stk_ready_lookup_set || !__atomic_load_n(&stk_epoll_live, __ATOMIC_RELAXED))
+		return;
+	for (nfds_t i = 0; i < nfds && sets->n < STK_READY_SET_MAX; i++) {
+		struct stk_epoll *ep = fds[i].fd >= 0 && !conns[i] ? stk_ready_lookup_set(fds[i].fd)
+								     : NULL;
+		if (ep)
+			sets->ep[sets->n++] = ep;
+	}
+}
+
+/* Bring each set's exposure up to date (after a sleep, with its liveness
+ * channels first): the kernel's answer for the set's fd is then right. */
+static void refresh_sets(const struct ready_sets *sets, bool after_sleep)
+{
+	for (unsigned i = 0; i < sets->n; i++)
+		stk_epoll_refresh(sets->ep[i], after_sleep);
 }
 
 static struct timespec ns_to_ts(uint64_t ns)
@@ -121,11 +152,40 @@ static void wake_links(struct stk_conn **conns, nfds_t nfds, struct stk_wake_nod
 	}
 }
 
-/* The mixed case. k has room for nfds + STK_READY_FAB_MAX + 1 entries, nodes
- * for nfds. */
+/* Before a sleep with epoll fds in the set: bring their sleep sets in (k,
+ * from index *nsleep) when every one is covered, else cap the sleep at the
+ * next slice. Returns false when they must be evaluated again first. */
+static bool sets_sleep(struct ready_sets *sets, struct pollfd *k, nfds_t *nsleep,
+		       uint64_t *sleep, bool *covered)
+{
+	sets->slice_ns = !sets->slice_ns ? STK_READY_SLICE_MIN_NS
+			 : sets->slice_ns >= STK_READY_SLICE_MAX_NS / 2 ? STK_READY_SLICE_MAX_NS
+									 : sets->slice_ns * 2;
+	*covered = sets->slice_ns >= STK_READY_ANNOUNCE_NS;
+	nfds_t first = *nsleep;
+	for (unsigned i = 0; i < sets->n && *covered; i++) {
+		int priv = -1;
+		int b = stk_epoll_prepare_sleep(sets->ep[i], true, &priv);
+		if (b == STK_READY_BELLS_RECHECK)
+			return false;
+		*covered = b == STK_READY_BELLS_SLEEP;
+		k[*nsleep].fd = priv;
+		k[*nsleep].events = POLLIN;
+		k[(*nsleep)++].revents = 0;
+	}
+	if (!*covered) {
+		*nsleep = first;
+		if (*sleep > sets->slice_ns)
+			*sleep = sets->slice_ns;
+	}
+	return true;
+}
+
+/* The mixed case. k has room for nfds + STK_READY_FAB_MAX + 1 +
+ * STK_READY_SET_MAX entries, nodes for nfds. */
 static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, nfds_t nacc,
-		      struct pollfd *k, struct stk_wake_node *nodes, uint64_t deadline,
-		      const sigset_t *sigmask)
+		      struct ready_sets *sets, struct pollfd *k, struct stk_wake_node *nodes,
+		      uint64_t deadline, const sigset_t *sigmask)
 {
 	struct stk_ready_fabs fabs = { .n = 0 };
 	struct stk_ready_sigs sigs = { .blocked = false };
@@ -152,6 +212,10 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 	for (nfds_t i = 0; i < nfds; i++)
 		want_out |= conns[i] && (fds[i].events & POLLOUT);
 	for (;;) {
+		if (sets->n) {
+			refresh_sets(sets, kernel_fresh);
+			kernel_fresh = false; /* ask the kernel again: the sets changed */
+		}
 		int cnt = eval_accel(fds, nfds, conns);
 		if (cnt && capped_out)
 			stk_count(STK_C_SLEEP_LATE_WAKES); /* a wake-up was missed */
@@ -202,7 +266,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 		/* from here on any change of an accelerated socket, made by any
 		 * thread, wakes us */
 		struct stk_wake_node proto;
-		nfds_t nsleep = nfds + (nfds_t)nw;
+		nfds_t nsleep = nfds + (nfds_t)nw, wake_idx = 0;
 		bool woken = stk_ready_ops.wake_link && stk_wake_prepare(&proto);
 		if (woken) {
 			wake_links(conns, nfds, nodes, &proto, true);
@@ -212,6 +276,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 					sleepers(conns, nfds, -1);
 				continue; /* delivered by another thread meanwhile */
 			}
+			wake_idx = nsleep;
 			k[nsleep].fd = stk_wake_fd(&proto);
 			k[nsleep].events = POLLIN;
 			k[nsleep++].revents = 0;
@@ -224,11 +289,19 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			sleep = slice;
 		if (negotiating && sleep > STK_READY_SLICE_MAX_NS)
 			sleep = STK_READY_SLICE_MAX_NS;
+		bool sets_covered = false;
+		if (sets->n && !sets_sleep(sets, k, &nsleep, &sleep, &sets_covered)) {
+			if (woken)
+				wake_links(conns, nfds, nodes, &proto, false);
+			if (bells_on)
+				sleepers(conns, nfds, -1);
+			continue; /* a set has something (or completions) already */
+		}
 		/* Covered by doorbells or a wait fd: both are shared by every
 		 * thread of the process (another one may consume what was ours):
 		 * the wake-up above is exact, the cap a safety net (stk_stream.h) */
 		uint64_t cap = stk_sleep_cap(woken, want_out);
-		if ((nw > 0 || slice == UINT64_MAX) && sleep > cap)
+		if ((nw > 0 || slice == UINT64_MAX || sets_covered) && sleep > cap)
 			sleep = cap;
 		bool capped = sleep == cap && deadline - now > cap;
 		struct timespec ts = ns_to_ts(sleep);
@@ -236,7 +309,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 					    stk_ready_sleep_mask(&sigs, sigmask));
 		if (woken) {
 			wake_links(conns, nfds, nodes, &proto, false);
-			if (n > 0 && k[nsleep - 1].revents)
+			if (n > 0 && k[wake_idx].revents)
 				stk_wake_drain(&proto);
 		}
 		if (bells_on)
@@ -247,6 +320,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			break;
 		}
 		stk_ready_fabs_backoff(&fabs, n > 0);
+		if (n > 0)
+			sets->slice_ns = 0; /* activity: look closely again */
 		kernel_fresh = true;
 	}
 	stk_ready_restore_signals(&sigs);
@@ -260,7 +335,7 @@ static int poll_deadline(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 			 const struct timespec *timeout, const sigset_t *sigmask)
 {
 	struct stk_conn *small_conns[STACK_FDS];
-	struct pollfd small_k[STACK_FDS + STK_READY_FAB_MAX + 1];
+	struct pollfd small_k[STACK_FDS + STK_READY_FAB_MAX + 1 + STK_READY_SET_MAX];
 	struct stk_wake_node small_nodes[STACK_FDS];
 	struct stk_conn **conns = small_conns;
 	struct pollfd *k = small_k;
@@ -270,17 +345,21 @@ static int poll_deadline(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 		if (nfds > (1u << 20))
 			return -EINVAL;
 		conns = stk_ready_scratch(0, nfds * sizeof(*conns));
-		k = stk_ready_scratch(1, (nfds + STK_READY_FAB_MAX + 1) * sizeof(*k));
+		k = stk_ready_scratch(1, (nfds + STK_READY_FAB_MAX + 1 + STK_READY_SET_MAX) *
+					     sizeof(*k));
 		nodes = stk_ready_scratch(3, nfds * sizeof(*nodes));
 		if (!conns || !k || !nodes)
 			return -ENOMEM;
 	}
 	nfds_t nacc = lookup_all(fds, nfds, conns);
-	if (!nacc)
+	struct ready_sets sets;
+	lookup_sets(fds, nfds, conns, &sets);
+	if (!nacc && !sets.n)
 		return stk_ready_sys_ppoll(fds, nfds, timeout, sigmask);
 	if (deadline == DEADLINE_FROM_TIMEOUT) /* only now: no clock read when all-kernel */
 		deadline = stk_ready_deadline_ts(timeout);
-	return poll_mixed(fds, nfds, conns, nacc, k, nodes, deadline, sigmask);
+	sets.slice_ns = 0;
+	return poll_mixed(fds, nfds, conns, nacc, &sets, k, nodes, deadline, sigmask);
 }
 
 static bool timespec_valid(const struct timespec *ts)

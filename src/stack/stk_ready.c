@@ -18,6 +18,7 @@ static struct stk_conn *lookup_none(int fd)
 }
 
 struct stk_conn *(*stk_ready_lookup)(int fd) = lookup_none;
+struct stk_epoll *(*stk_ready_lookup_set)(int fd);
 
 /* ---- the real stack behind the ops table ---- */
 

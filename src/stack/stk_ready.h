@@ -47,6 +47,7 @@
 /* Preload integration (src/preload calls these; negative returns are -errno, to
  * be turned into errno = -ret, return -1 by the wrapper):
  *   start-up     stk_ready_lookup = fd → (tracked stk_sock)->conn or NULL;
+ *                stk_ready_lookup_set = fd → (tracked stk_sock)->epoll or NULL;
  *                stk_sys.ppoll = the real ppoll (else the raw syscall is used)
  *   poll         stk_poll(fds, n, ms < 0 ? NULL : &ts_of(ms), NULL)
  *   ppoll        stk_poll(fds, n, timeout, sigmask)       (also __ppoll_chk;
@@ -96,6 +97,23 @@ void stk_ready_notify(struct stk_ready_watch *w);
 
 /* fd → accelerated connection or NULL (kernel fd). Installed by the preload. */
 extern struct stk_conn *(*stk_ready_lookup)(int fd);
+
+/* fd → the stk_epoll attached to the epoll fd fd (stk_epoll.h), or NULL.
+ * Installed by the preload (NULL: none); called by the poll family for the
+ * kernel fds of a set while epoll objects exist (stk_epoll_live). Same rules as
+ * stk_ready_lookup. Such an fd is a kernel fd whose readiness the kernel
+ * learns from the object's exposure eventfd: each evaluation refreshes it
+ * (stk_epoll_refresh, which drives the object's fabrics). A sleep is cut into
+ * slices of STK_READY_SLICE_MIN_NS doubling (nothing else drives those
+ * fabrics while the caller sleeps; a delivery by another thread raises the
+ * exposure and ends the sleep at once) until STK_READY_ANNOUNCE_NS: then the
+ * objects announce the sleep (stk_epoll_prepare_sleep) and, when every one is
+ * covered, the call sleeps on their sleep sets too, without slices (bounded
+ * by stk_sleep_cap). At most STK_READY_SET_MAX such fds of one call are
+ * refreshed; the others are seen as of their last refresh. */
+struct stk_epoll;
+extern struct stk_epoll *(*stk_ready_lookup_set)(int fd);
+#define STK_READY_SET_MAX 8
 
 struct stk_ready_ops {
 	/* POLLIN/POLLOUT/POLLRDHUP/POLLHUP/POLLERR now (drives progress). */

@@ -321,7 +321,7 @@ static bool oob_inline(const struct stk_conn *conn)
  * dropped. A mark for a byte already read is ignored. */
 static void mark_urgent(struct stk_conn *conn)
 {
-	if (conn->rx_total == 0 || conn->rd_shut)
+	if (conn->rx_total == 0)
 		return;
 	uint64_t seq = conn->rx_total - 1;
 	if (seq < rx_pos(conn) || (conn->urg && seq <= conn->urg_seq))
@@ -719,12 +719,11 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 					protocol_reset(conn, "bad data message");
 				else if (payload > conn->ring_size - conn->ring_count)
 					protocol_reset(conn, "peer exceeded its credit");
-				else if (!conn->rd_shut) {
+				else {
+					/* also after SHUT_RD: Linux queues what arrives
+					 * then, and a read returns it */
 					ring_put(conn, (const uint8_t *)msg + sizeof(hdr), payload);
 					conn->bytes_rx += payload;
-				} else {
-					/* SHUT_RD: the kernel discards too; give the credit back. */
-					conn->credit_owed += payload;
 				}
 			}
 			if ((flags & STK_MSG_URG) && !conn->reset)
@@ -1178,9 +1177,12 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 			return (ssize_t)sent;
 		}
 		if (conn->reset) {
-			/* as the kernel: ECONNRESET once, EPIPE afterwards */
+			/* as the kernel: ECONNRESET once, EPIPE afterwards; a call that
+			 * sent bytes before the reset returns their count and leaves
+			 * the ECONNRESET to the next call (Linux's sk_err) */
 			err = conn->reset_reported ? -EPIPE : -ECONNRESET;
-			conn->reset_reported = true;
+			if (!sent)
+				conn->reset_reported = true;
 		} else if (conn->fin_sent || conn->peer_closed) {
 			err = -EPIPE;
 		} else {
@@ -1287,7 +1289,8 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 			cork_flush_locked(conn); /* the peer may wait for them to answer */
 		if (conn->reset) {
 			bool first = !conn->reset_reported;
-			conn->reset_reported = true;
+			if (!got) /* else the next call reports it, as Linux's sk_err */
+				conn->reset_reported = true;
 			pthread_mutex_unlock(&conn->lock);
 			/* as the kernel: ECONNRESET once, then EOF */
 			return got ? (ssize_t)got : first ? -ECONNRESET : 0;
@@ -1313,7 +1316,7 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 			got += n;
 			grant_credit(conn, false);
 		}
-		bool eof = (conn->fin_rcvd && conn->ring_count == 0) || conn->rd_shut;
+		bool eof = (conn->fin_rcvd || conn->rd_shut) && conn->ring_count == 0;
 		/* len 0: as the kernel, 0 once something is readable (or EOF), else
 		 * EAGAIN or wait */
 		bool done = len == 0 ? conn->ring_count > 0 || eof
@@ -1460,15 +1463,8 @@ int stk_shutdown(struct stk_conn *conn, int how)
 	pthread_mutex_lock(&conn->lock);
 	bool kernel = conn->mig_tx;
 	if (kernel) { /* the kernel carries the stream now (both ways soon) */
-		if (how != SHUT_WR) {
-			conn->rd_shut = true;
-			conn->ring_count = 0;
-			if (conn->left) {
-				uint8_t sink[4096];
-				while (stk_leftover_take(conn->left, sink, sizeof(sink), false))
-					;
-			}
-		}
+		if (how != SHUT_WR)
+			conn->rd_shut = true; /* what is queued stays readable */
 		if (how != SHUT_RD)
 			conn->fin_sent = true;
 	}
@@ -1477,12 +1473,10 @@ int stk_shutdown(struct stk_conn *conn, int how)
 		return stk_sys.shutdown(conn->fd, how) == 0 ? 0 : -errno;
 	if (how != SHUT_WR) {
 		pthread_mutex_lock(&conn->lock);
+		/* As Linux: queued and later data stay readable; a read of an
+		 * empty queue returns 0 (EOF) instead of waiting. */
 		__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
 		conn->rd_shut = true;
-		conn->credit_owed += conn->ring_count;
-		conn->ring_count = 0;
-		conn->urg = 0;
-		grant_credit(conn, true);
 		changed(conn);
 		pthread_mutex_unlock(&conn->lock);
 	}
@@ -1637,7 +1631,10 @@ short stk_conn_events(struct stk_conn *conn)
 	}
 	if (readable || conn->fin_rcvd || conn->reset || conn->rd_shut)
 		ev |= POLLIN;
-	if (conn->fin_rcvd)
+	/* Linux's tcp_poll: RDHUP once reading is over from either side, HUP once
+	 * both directions are (the peer's FIN or our SHUT_RD, and our FIN) */
+	bool rd_over = conn->fin_rcvd || conn->rd_shut;
+	if (rd_over)
 		ev |= POLLRDHUP;
 	bool room = conn->fab && conn->tx_credits > 0 && stk_fab_tx_available(conn->fab);
 	if (room && __builtin_expect(conn->tx_starved, 0)) {
@@ -1651,7 +1648,7 @@ short stk_conn_events(struct stk_conn *conn)
 	}
 	if (conn->reset || conn->peer_closed || conn->fin_sent || room)
 		ev |= POLLOUT;
-	if (conn->reset || (conn->fin_rcvd && conn->fin_sent))
+	if (conn->reset || (rd_over && conn->fin_sent))
 		ev |= POLLHUP;
 	if (conn->reset)
 		ev |= POLLERR;
