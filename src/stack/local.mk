@@ -19,6 +19,7 @@ src_stack_libstk_la_SOURCES += \
 	src/stack/stk_lazy.c src/stack/stk_lazy.h \
 	src/stack/stk_hooks.c src/stack/stk_hooks.h \
 	src/stack/stk_nego.c src/stack/stk_nego.h \
+	src/stack/stk_peer.c src/stack/stk_peer.h \
 	src/stack/stk_stream.c src/stack/stk_stream.h src/stack/stk_stream_proto.h \
 	src/stack/stk_thread.c src/stack/stk_thread.h \
 	src/stack/stk_wake.c src/stack/stk_wake.h \

@@ -90,6 +90,7 @@
 #define STK_NEGO_REPLY_WAIT_MS 2000
 #define STK_NEGO_CACHE_TTL_S 60
 #define STK_NEGO_HANDSHAKE_MS 2000     /* server: the client's first fabric message */
+#define STK_NEGO_RECORD_MS 2000        /* a record begun is whole by then (stk_lazy.h) */
 
 enum stk_nego_type {
 	STK_NEGO_HELLO = 1, STK_NEGO_REPLY = 2, STK_NEGO_ACK = 3 /* version 3 only */,

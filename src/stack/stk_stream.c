@@ -1469,13 +1469,13 @@ int stk_shutdown(struct stk_conn *conn, int how)
 	return post_control(conn, STK_MSG_FIN, false);
 }
 
-int stk_conn_handshake_step(struct stk_conn *conn, bool *posted)
+int stk_conn_handshake_step(struct stk_conn *conn, bool *posted, bool answer_only)
 {
 	progress(conn);
 	pthread_mutex_lock(&conn->lock);
-	if (!*posted)
-		*posted = post_locked(conn, STK_MSG_CREDIT, 0, NULL, 0, false) == 0;
 	bool heard = conn->rx_seq > 0;
+	if (!*posted && (heard || !answer_only))
+		*posted = post_locked(conn, STK_MSG_CREDIT, 0, NULL, 0, false) == 0;
 	bool dead = conn->reset;
 	pthread_mutex_unlock(&conn->lock);
 	/* heard: the fabric works; a reset right behind the first message is
@@ -1490,7 +1490,7 @@ int stk_conn_handshake(struct stk_conn *conn, int timeout_ms)
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	bool posted = false;
 	for (;;) {
-		int ret = stk_conn_handshake_step(conn, &posted);
+		int ret = stk_conn_handshake_step(conn, &posted, true);
 		if (ret)
 			return ret > 0 ? 0 : ret;
 		if (now_ns() > deadline)
