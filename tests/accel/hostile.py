@@ -14,7 +14,8 @@ usage: hostile.py MODE PORT [ARGS]
                     then data, then close. Fails when the server stops
                     accepting.
   truncate N        N marked connections, one at a time: a prefix of a valid
-                    REPLY (1..len-1 bytes), then app data, then SHUT_WR; the
+                    REPLY, then app data (together short of the record's
+                    length; the first: 40 bytes of it), then SHUT_WR; the
                     server app (an echo server) must echo every byte and close
                     within BOUND_S: the connection went to the kernel intact.
   steer             marked connections whose REPLY chooses tcp with the address
@@ -159,8 +160,10 @@ def mode_truncate(port, n):
             return False
         name, addr = hello["provs"][i % len(hello["provs"])]
         rec = reply(hello, name, addr)
-        cut = rng.randrange(1, len(rec)) if i else 40
         data = b"app bytes %d\n" % i
+        # the record stays short of its length (data included): a record
+        # cut short, not a whole one with the data inside
+        cut = rng.randrange(1, len(rec) - len(data)) if i else 40
         sent = rec[:cut] + data
         s.sendall(sent)
         s.shutdown(socket.SHUT_WR)

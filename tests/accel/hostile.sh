@@ -1,0 +1,107 @@
+#!/bin/sh
+# A launched server among hostile peers (stk_peer.h, stk_lazy.h): a client that
+# speaks the negotiation as an attacker (tests/accel/hostile.py) tries, in turn:
+#  - mutate: 300 valid REPLYs with random bytes changed, 16 connections at a
+#    time (the server crashed in libfabric on peer-supplied shm names);
+#  - truncate: a REPLY cut short, then app data, then SHUT_WR: the server app
+#    must get every byte and the end of stream (it was pinned forever);
+#  - steer: REPLYs choosing tcp with the address of a listener of the attacker:
+#    the server must never connect to it (it did, and sent 56 bytes);
+#  - silent: 1000 marked connections that never answer the HELLO;
+#  - halfopen: 300 connections that send a third of a REPLY and stall.
+# Meanwhile and after each, a well-behaved launched client must be served:
+# byte-exact, every connection accelerated. The server must survive, its fds
+# and resident memory stay bounded (sampled while the 1000 silent connections
+# are open and after everything closed), and its stderr stay empty at the
+# default log level (a rejected peer is info, not warn).
+. "$top_srcdir/tests/accel/lib.sh"
+py="$top_srcdir/tests/accel/hostile.py"
+status=0
+port=$(free_port)
+export FABSOCK_TCP_ACCEL=1
+env -u FABSOCK_LOG timeout 300 "$launcher" -- "$python" "$py" server "$port" \
+	>"$tmp/srv.out" 2>"$tmp/srv.err" &
+tpid=$!
+pids="$tpid"
+wait_ready "$tmp/srv.out" || { cat "$tmp/srv.err"; exit 1; }
+spid=$(pgrep -P "$tpid" | head -n 1)
+[ -n "$spid" ] || spid=$tpid
+
+fds() { ls "/proc/$spid/fd" 2>/dev/null | wc -l; }
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$spid/status" 2>/dev/null || echo 0; }
+alive() {
+	kill -0 "$spid" 2>/dev/null && return 0
+	echo "FAIL: the server died during $1"
+	tail -n 5 "$tmp/srv.err"
+	exit 1
+}
+
+# good N WHAT: a well-behaved launched client, N connections, all accelerated.
+good_n=0
+good() {
+	good_n=$((good_n + 1))
+	log="$tmp/good$good_n.log"
+	FABSOCK_LOG=info timeout 60 "$launcher" -- "$python" "$py" good "$port" "$1" 65536 \
+		>"$tmp/good.out" 2>"$log"
+	rc=$?
+	cat "$tmp/good.out"
+	[ $rc -eq 0 ] || { echo "FAIL: $2: the well-behaved client failed ($rc)"; status=1; return; }
+	acc=$(counter "$log" accelerated)
+	[ "$acc" -eq "$1" ] || { echo "FAIL: $2: $acc of $1 connections accelerated"; status=1; }
+}
+
+good 3 "before the attacks"
+base_fds=$(fds)
+base_rss=$(rss_kib)
+echo "server at rest: $base_fds fds, $base_rss KiB resident"
+
+# attack NAME ARGS...: the attack in the background, a good client meanwhile
+attack() {
+	name=$1
+	shift
+	timeout 120 "$python" "$py" "$name" "$port" "$@" >"$tmp/att.out" 2>&1 &
+	apid=$!
+	good 2 "during $name"
+	wait $apid
+	arc=$?
+	cat "$tmp/att.out"
+	[ $arc -eq 0 ] || { echo "FAIL: $name: the server misbehaved ($arc)"; status=1; }
+	alive "$name"
+	good 2 "after $name"
+}
+
+attack mutate 300 16
+attack truncate 20
+attack steer
+
+HOSTILE_HOLD_S=4 timeout 120 "$python" "$py" silent "$port" 1000 >"$tmp/att.out" 2>&1 &
+apid=$!
+sleep 2.5
+held_fds=$(fds)
+held_rss=$(rss_kib)
+good 2 "during silent"
+wait $apid || { echo "FAIL: silent"; status=1; }
+cat "$tmp/att.out"
+alive silent
+echo "server with 1000 silent connections open: $held_fds fds, $held_rss KiB resident"
+# an accepted connection costs the app's fd and our private duplicate
+[ "$held_fds" -le $((base_fds + 2 * 1000 + 64)) ] ||
+	{ echo "FAIL: $held_fds fds for 1000 connections"; status=1; }
+[ "$held_rss" -le $((base_rss + 128 * 1024)) ] ||
+	{ echo "FAIL: $held_rss KiB resident with 1000 silent connections"; status=1; }
+
+HOSTILE_HOLD_S=3 attack halfopen 300
+
+sleep 1
+end_fds=$(fds)
+end_rss=$(rss_kib)
+echo "server after the attacks: $end_fds fds, $end_rss KiB resident"
+[ "$end_fds" -le $((base_fds + 16)) ] || { echo "FAIL: fds grew from $base_fds to $end_fds"; status=1; }
+[ "$end_rss" -le $((base_rss + 64 * 1024)) ] ||
+	{ echo "FAIL: resident memory grew from $base_rss to $end_rss KiB"; status=1; }
+if [ -s "$tmp/srv.err" ]; then
+	echo "FAIL: the server wrote on stderr at the default log level:"
+	head -n 5 "$tmp/srv.err"
+	status=1
+fi
+exit $status
