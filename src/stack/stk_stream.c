@@ -666,37 +666,31 @@ static void peer_sleeps_locked(struct stk_conn *conn, uint32_t len)
 void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 {
 	(void)fab;
-	struct stk_msg_hdr hdr;
-	if (len < sizeof(hdr)) {
+	struct stk_msg_in in;
+	if (stk_msg_parse(msg, len, &in) != 0) {
 		stk_count(STK_C_FAB_STRAY_MSGS);
 		return;
 	}
-	memcpy(&hdr, msg, sizeof(hdr));
-	uint32_t slot = le32toh(hdr.slot);
-	if (slot >= STK_CONN_MAX) {
+	struct stk_conn *conn = __atomic_load_n(&conn_table[in.slot], __ATOMIC_ACQUIRE);
+	if (!conn || conn->local_id != in.conn_id) {
 		stk_count(STK_C_FAB_STRAY_MSGS);
 		return;
 	}
-	struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
-	if (!conn || conn->local_id != le64toh(hdr.conn_id)) {
-		stk_count(STK_C_FAB_STRAY_MSGS);
-		return;
-	}
-	uint16_t flags = le16toh(hdr.flags);
-	uint32_t hlen = le32toh(hdr.len);
-	size_t payload = len - sizeof(hdr);
+	uint16_t flags = in.flags;
+	uint32_t hlen = in.len;
+	size_t payload = in.payload;
 	pthread_mutex_lock(&conn->lock);
 	if (conn->reset) {
 		/* already dead: drop */
 	} else if (conn->mig_rx) {
 		/* nothing may follow the peer's MIGRATE: a stale duplicate */
 		stk_count(STK_C_FAB_STRAY_MSGS);
-	} else if (le32toh(hdr.seq) != conn->rx_seq) {
+	} else if (in.seq != conn->rx_seq) {
 		protocol_reset(conn, "sequence gap");
 	} else {
 		conn->rx_seq++;
 		conn->msgs_rx++;
-		conn->bells_seen = le16toh(hdr.bells);
+		conn->bells_seen = in.bells;
 		/* SLEEP and BELL change nothing the app sees (no EPOLLET edge) */
 		bool quiet = (flags & ~(STK_MSG_SLEEP | STK_MSG_BELL)) == 0;
 		if (!quiet) {
@@ -715,12 +709,12 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 			conn->urg = 0;
 		} else {
 			if (flags & STK_MSG_DATA) {
-				if (hlen != payload || conn->fin_rcvd)
+				if (!in.data_ok || conn->fin_rcvd)
 					protocol_reset(conn, "bad data message");
 				else if (payload > conn->ring_size - conn->ring_count)
 					protocol_reset(conn, "peer exceeded its credit");
 				else if (!conn->rd_shut) {
-					ring_put(conn, (const uint8_t *)msg + sizeof(hdr), payload);
+					ring_put(conn, (const uint8_t *)msg + sizeof(struct stk_msg_hdr), payload);
 					conn->bytes_rx += payload;
 				} else {
 					/* SHUT_RD: the kernel discards too; give the credit back. */
