@@ -124,12 +124,26 @@ int stk_conn_create(int fd, size_t window, struct stk_conn **out)
 	conn->left_fd = -1;
 	pthread_mutex_init(&conn->lock, NULL);
 	/* Ids are random so that a stale message (old slot owner) is never taken for
-	 * a new connection's; 0 is reserved for "none". */
+	 * a new connection's, and unguessable: the id is what proves that a fabric
+	 * message comes from the peer of this kernel connection (stk_peer.h), so
+	 * it comes from getrandom alone (no guessable fallback: without it the
+	 * connection stays on the kernel); 0 is reserved for "none". */
+	int rnd = 0;
 	do {
-		if (getrandom(&conn->local_id, sizeof(conn->local_id), 0) !=
-		    (ssize_t)sizeof(conn->local_id))
-			conn->local_id = now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)conn;
+		ssize_t got = getrandom(&conn->local_id, sizeof(conn->local_id), 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got != (ssize_t)sizeof(conn->local_id)) {
+			rnd = got < 0 ? -errno : -EIO;
+			break;
+		}
 	} while (conn->local_id == 0);
+	if (rnd) {
+		pthread_mutex_destroy(&conn->lock);
+		free(conn->ring);
+		free(conn);
+		return rnd;
+	}
 
 	static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 	pthread_once(&exit_once, register_exit_drain);
