@@ -107,7 +107,8 @@ sleep 1
 end_fds=$(fds)
 end_rss=$(rss_kib)
 echo "server after the attacks: $end_fds fds, $end_rss KiB resident"
-[ "$end_fds" -le $((base_fds + 16)) ] || { echo "FAIL: fds grew from $base_fds to $end_fds"; status=1; }
+[ "$end_fds" -le $((base_fds + 16)) ] ||
+	{ echo "FAIL: fds grew from $base_fds to $end_fds"; status=1; }
 [ "$end_rss" -le $((base_rss + left_kib)) ] ||
 	{ echo "FAIL: resident memory grew from $base_rss to $end_rss KiB"; status=1; }
 if [ -s "$tmp/srv.err" ]; then
