@@ -46,17 +46,25 @@ alive() {
 }
 
 # good N WHAT: a well-behaved launched client, N connections, all accelerated.
+# Its first write waits for the HELLO up to 2 s (FABSOCK_NEGO_WAIT_MS): the
+# server app, busy with the attackers, may accept it later than the default
+# 5 ms, and the fallback that protects latency is not what this test measures.
 good_n=0
 good() {
 	good_n=$((good_n + 1))
 	log="$tmp/good$good_n.log"
-	FABSOCK_LOG=info timeout 60 "$launcher" -- "$python" "$py" good "$port" "$1" 65536 \
+	FABSOCK_LOG=info FABSOCK_NEGO_WAIT_MS=2000 timeout 60 "$launcher" -- \
+		"$python" "$py" good "$port" "$1" 65536 \
 		>"$tmp/good.out" 2>"$log"
 	rc=$?
 	cat "$tmp/good.out"
 	[ $rc -eq 0 ] || { echo "FAIL: $2: the well-behaved client failed ($rc)"; status=1; return; }
 	acc=$(counter "$log" accelerated)
-	[ "$acc" -eq "$1" ] || { echo "FAIL: $2: $acc of $1 connections accelerated"; status=1; }
+	[ "$acc" -eq "$1" ] || {
+		echo "FAIL: $2: $acc of $1 connections accelerated"
+		grep -a "stays on the kernel" "$log"
+		status=1
+	}
 }
 
 good 3 "before the attacks"
