@@ -26,6 +26,16 @@ usage: hostile.py MODE PORT [ARGS]
                     HOLD_S seconds, then closed.
   halfopen N        N marked connections that send a third of a REPLY and stall,
                     held open HOLD_S seconds, then closed.
+  hserver N        the other side: a server that greets each of N connections
+                    with a HELLO (this host's identity, an shm name of no
+                    process, a tcp address of nobody) with 1-4 random bytes
+                    changed, strips the client's REPLY (answering an ACCEPT
+                    with CANCEL), and echoes the rest; prints "listening".
+  hclient N         a client for hserver (run launched): N connections, each
+                    sends its bytes and SHUT_WR, and must get the end of stream
+                    within BOUND_S with its bytes echoed at the end of what it
+                    read (a mutated HELLO the client could not parse is the
+                    server's bytes: the kernel delivers them).
 Every wait is bounded; prints one line per mode, exits 0 when the server
 behaved, 1 otherwise. Random choices are seeded (HOSTILE_SEED) so a failure
 can be replayed."""
@@ -330,6 +340,103 @@ def mode_good(port, n, size):
     return True
 
 
+def host_identity():
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = bytes.fromhex(f.read().strip().replace("-", ""))
+    return boot, os.stat("/proc/self/ns/net").st_ino
+
+
+def hello_record():
+    boot, netns = host_identity()
+    provs = [(b"shm", b"fi_shm://%d:9:9\x00" % (4000000 + rng.randrange(100000))),
+             (b"tcp", sockaddr_in("127.0.0.1", 9))]
+    body = struct.pack("<16sQQIIB", boot, netns, rng.getrandbits(64) | 1, 5, 262144, len(provs))
+    for name, addr in provs:
+        body += struct.pack("<B", len(name)) + name + struct.pack("<H", len(addr)) + addr
+    return record(HELLO, body)
+
+
+def serve_hostile(c):
+    c.settimeout(BOUND_S)
+    rec = bytearray(hello_record())
+    for _ in range(rng.randint(1, 4)):
+        rec[rng.randrange(16 if rng.random() < 0.1 else 18, len(rec))] = rng.randrange(256)
+    c.sendall(bytes(rec))
+    buf = b""
+    end = time.monotonic() + BOUND_S
+    eof = False
+    # the client's records first (HOLD, then a REPLY), then its app's bytes
+    while time.monotonic() < end and not eof:
+        if buf[:1] and buf[:len(MAGIC)] != MAGIC[:len(buf)]:
+            break  # the app's bytes
+        if len(buf) >= 16 and buf[:8] == MAGIC:
+            length = struct.unpack("<I", buf[12:16])[0]
+            if len(buf) >= length >= 18:
+                status = struct.unpack("<H", buf[16:18])[0]
+                buf = buf[length:]
+                if status == 8:
+                    continue  # HOLD: the real REPLY follows
+                if status == 0:
+                    c.sendall(record(CANCEL, struct.pack("<H", 7)))
+                break
+        chunk = c.recv(65536)
+        eof = not chunk
+        buf += chunk
+    c.sendall(buf)
+    while not eof:
+        chunk = c.recv(65536)
+        eof = not chunk
+        c.sendall(chunk)
+    c.close()
+
+
+def mode_hserver(port, n):
+    lst = socket.socket()
+    lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lst.bind(("127.0.0.1", port))
+    lst.listen(64)
+    lst.settimeout(60)
+    print("listening", flush=True)
+    bad = 0
+    for _ in range(n):
+        c, _ = lst.accept()
+        try:
+            serve_hostile(c)
+        except OSError:
+            bad += 1
+            c.close()
+    print("hserver: %d connections, %d failed" % (n, bad))
+    return True
+
+
+def mode_hclient(port, n):
+    bad = 0
+    for i in range(n):
+        data = b"client bytes %d " % i * 50
+        s = socket.create_connection(("127.0.0.1", port), timeout=BOUND_S)
+        got = b""
+        try:
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        except OSError as e:
+            print("hclient: connection %d: %s" % (i, e))
+            bad += 1
+            s.close()
+            continue
+        s.close()
+        if not got.endswith(data):
+            print("hclient: connection %d: read %d bytes, not ending with its %d" %
+                  (i, len(got), len(data)))
+            bad += 1
+    print("hclient: %d connections, %d not served" % (n, bad))
+    return bad == 0
+
+
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "server":
@@ -340,6 +447,10 @@ def main():
         ok = mode_mutate(port, int(sys.argv[3]), int(sys.argv[4]))
     elif mode == "truncate":
         ok = mode_truncate(port, int(sys.argv[3]))
+    elif mode == "hserver":
+        ok = mode_hserver(port, int(sys.argv[3]))
+    elif mode == "hclient":
+        ok = mode_hclient(port, int(sys.argv[3]))
     elif mode == "steer":
         ok = mode_steer(port)
     elif mode == "silent":

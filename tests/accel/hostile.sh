@@ -8,7 +8,10 @@
 #  - steer: REPLYs choosing tcp with the address of a listener of the attacker:
 #    the server must never connect to it (it did, and sent 56 bytes);
 #  - silent: 1000 marked connections that never answer the HELLO;
-#  - halfopen: 300 connections that send a third of a REPLY and stall.
+#  - halfopen: 300 connections that send a third of a REPLY and stall;
+#  - hserver: the other way round, a launched client against a server that
+#    sends 60 mutated HELLOs (an shm name of no process, a tcp address of
+#    nobody): the client must be served intact and print nothing on stderr.
 # Meanwhile and after each, a well-behaved launched client must be served:
 # byte-exact, every connection accelerated. The server must survive, its fds
 # and resident memory stay bounded (sampled while the 1000 silent connections
@@ -17,7 +20,7 @@
 # list of the names above, default all) runs a subset, to replay one case.
 . "$top_srcdir/tests/accel/lib.sh"
 py="$top_srcdir/tests/accel/hostile.py"
-attacks=${HOSTILE_ATTACKS:-mutate truncate steer silent halfopen}
+attacks=${HOSTILE_ATTACKS:-mutate truncate steer silent halfopen hserver}
 want() { case " $attacks " in *" $1 "*) return 0 ;; esac; return 1; }
 status=0
 port=$(free_port)
@@ -119,6 +122,25 @@ echo "server after the attacks: $end_fds fds, $end_rss KiB resident"
 	{ echo "FAIL: fds grew from $base_fds to $end_fds"; status=1; }
 [ "$end_rss" -le $((base_rss + left_kib)) ] ||
 	{ echo "FAIL: resident memory grew from $base_rss to $end_rss KiB"; status=1; }
+if want hserver; then
+	hport=$(free_port)
+	timeout 120 "$python" "$py" hserver "$hport" 60 >"$tmp/hs.out" 2>&1 &
+	hpid=$!
+	pids="$pids $hpid"
+	wait_ready "$tmp/hs.out" || exit 1
+	env -u FABSOCK_LOG FABSOCK_NEGO_WAIT_MS=2000 timeout 100 "$launcher" -- \
+		"$python" "$py" hclient "$hport" 60 >"$tmp/hc.out" 2>"$tmp/hc.err"
+	rc=$?
+	wait $hpid
+	cat "$tmp/hc.out"
+	[ $rc -eq 0 ] || { echo "FAIL: hserver: the launched client failed ($rc)"; status=1; }
+	if [ -s "$tmp/hc.err" ]; then
+		echo "FAIL: hserver: the client wrote on stderr at the default log level:"
+		head -n 5 "$tmp/hc.err"
+		status=1
+	fi
+fi
+
 if [ -s "$tmp/srv.err" ]; then
 	echo "FAIL: the server wrote on stderr at the default log level:"
 	head -n 5 "$tmp/srv.err"
