@@ -18,8 +18,10 @@ src_stack_libstk_la_SOURCES += \
 	src/stack/stk_fi.c src/stack/stk_fi.h \
 	src/stack/stk_lazy.c src/stack/stk_lazy.h \
 	src/stack/stk_hooks.c src/stack/stk_hooks.h \
-	src/stack/stk_nego.c src/stack/stk_nego.h \
+	src/stack/stk_nego.c src/stack/stk_nego.h src/stack/stk_nego_wire.c \
+	src/stack/stk_peer.c src/stack/stk_peer.h \
 	src/stack/stk_stream.c src/stack/stk_stream.h src/stack/stk_stream_proto.h \
+	src/stack/stk_stream_proto.c \
 	src/stack/stk_thread.c src/stack/stk_thread.h \
 	src/stack/stk_wake.c src/stack/stk_wake.h \
 	src/stack/stk_migrate.c src/stack/stk_migrate.h

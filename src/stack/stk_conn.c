@@ -4,6 +4,7 @@
 #include "stack/stk_counters.h"
 #include "stack/stk_log.h"
 #include "stack/stk_nego.h"
+#include "stack/stk_peer.h"
 #include "stack/stk_sys.h"
 
 #include <errno.h>
@@ -174,6 +175,12 @@ int stk_conn_answer_hello(struct stk_conn *conn, int decoded, const struct stk_n
 					  hello->nprov, stk_cfg.providers,
 					  same_host ? "" : ", not on the same host");
 	}
+	const char *why;
+	if (stk_peer_check(hello, theirs, stk_fab_addr_format(fab), peer, &why) != 0) {
+		make_reject(reply, STK_NEGO_REJECT_BAD_HELLO);
+		return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
+					  "the server's HELLO for %s refused: %s", name, why);
+	}
 	fi_addr_t peer_addr;
 	local_identity(reply, STK_NEGO_REPLY, conn);
 	reply->nprov = 1;
@@ -189,7 +196,7 @@ int stk_conn_answer_hello(struct stk_conn *conn, int decoded, const struct stk_n
 
 int stk_conn_take_reply(struct stk_conn *conn, int decoded, const struct stk_nego_msg *reply,
 			const struct stk_nego_msg *hello, struct stk_fab *const fabs[],
-			bool *cancel, struct stk_attach_info *info)
+			const struct sockaddr *peer, bool *cancel, struct stk_attach_info *info)
 {
 	int fd = conn->fd;
 	*cancel = false;
@@ -223,13 +230,20 @@ int stk_conn_take_reply(struct stk_conn *conn, int decoded, const struct stk_neg
 	for (unsigned i = 0; i < hello->nprov; i++)
 		if (strcmp(hello->prov[i].name, reply->prov[0].name) == 0)
 			fab = fabs[i];
+	*cancel = true; /* the client offered: we decide, and say so */
+	if (!fab)
+		return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
+					  "the client chose a provider we did not offer");
+	const char *why;
+	if (stk_peer_check(reply, &reply->prov[0], stk_fab_addr_format(fab), peer, &why) != 0)
+		return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
+					  "the client's REPLY for %s refused: %s", stk_fab_name(fab),
+					  why);
 	fi_addr_t peer_addr;
-	if (!fab || stk_fab_av_insert(fab, reply->prov[0].addr, reply->prov[0].addr_len,
-				      &peer_addr) != 0) {
-		*cancel = true; /* the client offered: we decide, and say so */
+	if (stk_fab_av_insert(fab, reply->prov[0].addr, reply->prov[0].addr_len, &peer_addr) != 0)
 		return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
-					  "client chose '%s' which we cannot use", reply->prov[0].name);
-	}
+					  "client chose '%s' which we cannot use", stk_fab_name(fab));
+	*cancel = false;
 	stk_conn_connect(conn, fab, peer_addr, reply->slot, reply->conn_id, reply->credits);
 	return 0;
 }
@@ -284,7 +298,7 @@ static int client_finish(struct stk_conn *conn, bool posted, struct stk_conn **o
 	int fd = conn->fd;
 	int waited_ms = 0;
 	for (;;) {
-		stk_conn_handshake_step(conn, &posted); /* post ours, drive progress */
+		stk_conn_handshake_step(conn, &posted, false); /* post ours, drive progress */
 		struct stk_nego_msg verdict;
 		size_t len = 0;
 		int r = stk_nego_peek(fd, &verdict, &len);
@@ -350,7 +364,7 @@ static int attach_client(int fd, struct stk_conn **out, struct stk_attach_info *
 	/* Our fabric message goes first: the server finds it when the REPLY
 	 * arrives (stk_nego.h rule 5) and answers READY or CANCEL. */
 	bool posted = false;
-	stk_conn_handshake_step(conn, &posted);
+	stk_conn_handshake_step(conn, &posted, false);
 	ret = stk_nego_send_msg(fd, &reply, STK_NEGO_REPLY_WAIT_MS);
 	if (ret) {
 		stk_conn_destroy(conn);
@@ -367,9 +381,10 @@ static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *
 				 marked < 0 ? "cannot read the saved SYN: %s"
 					    : "the client's SYN was not marked%s (plain client)",
 				 marked < 0 ? strerror(-marked) : "");
-	struct sockaddr_storage local;
-	socklen_t llen = sizeof(local);
-	if (stk_sys.getsockname(fd, (struct sockaddr *)&local, &llen) != 0)
+	struct sockaddr_storage local, peer;
+	socklen_t llen = sizeof(local), plen = sizeof(peer);
+	if (stk_sys.getsockname(fd, (struct sockaddr *)&local, &llen) != 0 ||
+	    stk_sys.getpeername(fd, (struct sockaddr *)&peer, &plen) != 0)
 		return -errno;
 
 	struct stk_conn *conn;
@@ -396,7 +411,8 @@ static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *
 		return ret;
 	}
 	bool cancel;
-	ret = stk_conn_take_reply(conn, ret, &reply, &hello, fabs, &cancel, info);
+	ret = stk_conn_take_reply(conn, ret, &reply, &hello, fabs, (struct sockaddr *)&peer,
+				  &cancel, info);
 	if (ret) {
 		struct stk_nego_msg decision;
 		stk_conn_make_decision(&decision, STK_NEGO_CANCEL, STK_NEGO_CANCEL_UNUSABLE);

@@ -69,12 +69,15 @@ void stk_conn_build_hello(struct stk_conn *conn, const struct sockaddr *local,
 int stk_conn_answer_hello(struct stk_conn *conn, int decoded, const struct stk_nego_msg *hello,
 			  const struct sockaddr *peer, const struct sockaddr *local,
 			  struct stk_nego_msg *reply, struct stk_attach_info *info);
-/* Server: decide on the client's first record (decoded as above). 0: conn is
- * connected, send an ACK; STK_ATTACH_KERNEL: fallback counted, and when *cancel
- * the client is waiting for our decision: send a CANCEL. */
+/* Server: decide on the client's first record (decoded as above; peer: the
+ * kernel connection's peer, for stk_peer_check). 0: conn is connected (its
+ * first fabric message goes only after the client's, stk_conn_handshake_step);
+ * STK_ATTACH_KERNEL: fallback counted, and when *cancel the client is waiting
+ * for our decision: send a CANCEL. Both HELLO and REPLY fields reach libfabric
+ * only through stk_peer_check(). */
 int stk_conn_take_reply(struct stk_conn *conn, int decoded, const struct stk_nego_msg *reply,
 			const struct stk_nego_msg *hello, struct stk_fab *const fabs[],
-			bool *cancel, struct stk_attach_info *info);
+			const struct sockaddr *peer, bool *cancel, struct stk_attach_info *info);
 /* An ACK or CANCEL record. */
 void stk_conn_make_decision(struct stk_nego_msg *msg, uint16_t type, uint16_t status);
 

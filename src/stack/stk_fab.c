@@ -83,6 +83,11 @@ const char *stk_fab_name(const struct stk_fab *fab)
 	return fab->name;
 }
 
+uint32_t stk_fab_addr_format(const struct stk_fab *fab)
+{
+	return fab->info->addr_format;
+}
+
 size_t stk_fab_seg_size(const struct stk_fab *fab)
 {
 	return fab->seg;
@@ -355,7 +360,15 @@ int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr
 	stk_fi_enter();
 	int ret = fi_av_insert(fab->av, addr, 1, out, 0, NULL);
 	stk_fi_leave();
-	if (ret == 1 && free_slot) {
+	struct av_entry *same = NULL;
+	for (unsigned i = 0; ret == 1 && i < AV_CACHE_MAX && !same; i++)
+		if (fab->av_cache[i].len && fab->av_cache[i].fi == *out)
+			same = &fab->av_cache[i];
+	if (same) {
+		/* another byte form of a known peer: one entry, one removal */
+		same->refs++;
+		same->last_used = ++fab->av_clock;
+	} else if (ret == 1 && free_slot) {
 		memcpy(free_slot->addr, addr, len);
 		free_slot->len = (uint16_t)len;
 		free_slot->fi = *out;
@@ -364,7 +377,7 @@ int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr
 	}
 	pthread_mutex_unlock(&fab->av_lock);
 	if (ret != 1) {
-		FSK_WARN("fi_av_insert on %s: %s", fab->name,
+		FSK_INFO("fi_av_insert on %s: %s", fab->name,
 			 ret < 0 ? stk_fi.strerror(-ret) : "address rejected");
 		return ret < 0 ? ret : -EINVAL;
 	}

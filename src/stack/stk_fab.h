@@ -55,6 +55,9 @@ struct stk_fab_buf {
 int stk_fab_get(const char *prov, struct stk_fab **out);
 
 const char *stk_fab_name(const struct stk_fab *fab);   /* cfg name, e.g. "tcp" */
+/* The provider's fi_info addr_format (FI_SOCKADDR_IN, FI_ADDR_STR, ...): how a
+ * peer's address for it must look (stk_peer.h). */
+uint32_t stk_fab_addr_format(const struct stk_fab *fab);
 /* Our own address, with a wildcard IP replaced by local_ip when given (the tcp
  * provider may report 0.0.0.0; the peer needs an address it can reach). */
 int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *addr,
@@ -63,7 +66,10 @@ int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *
  * that stk_fab_av_release gives back. Idle peers stay in the AV (reused by the
  * next connection to the same address) until 256 are known; then the one idle
  * the longest is removed. A new process at an idle peer's exact address (pid or
- * port reuse) would inherit its provider state: a known limit. */
+ * port reuse) would inherit its provider state: a known limit. Two byte forms
+ * of one peer that the provider maps to the same fi_addr share one entry (a
+ * removal of one would unmap the other's peer under its sends). Callers pass
+ * only addresses stk_peer_check() accepted. */
 int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr_t *out);
 void stk_fab_av_release(struct stk_fab *fab, fi_addr_t addr);
 size_t stk_fab_seg_size(const struct stk_fab *fab);     /* max bytes per message */

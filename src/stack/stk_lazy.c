@@ -15,6 +15,7 @@
 #include "stack/stk_thread.h"
 
 #include <errno.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,13 +66,15 @@ struct stk_lazy {
 	bool priv_lost;           /* the app closed our fd number behind our back */
 	ino_t priv_ino;           /* the socket our private fd is (immutable) */
 	bool held;                /* server: the client sent HOLD */
+	uint64_t cut_deadline;    /* a record begun must be whole by then (0: none begun) */
 	int app_waiting;          /* atomic: an app thread drives it now (the thread
 				   * keeps off: taking the records it waits for
 				   * would leave it asleep) */
 	/* protected by reg_lock */
 	bool listed;              /* in the registry and the thread's epoll set */
 	struct stk_lazy *prev, *next;   /* registry */
-	int queue;                /* Q_NONE, Q_TODO or Q_AGAIN */
+	int queue;                /* Q_NONE, Q_TODO, Q_AGAIN or Q_TIMER */
+	uint64_t timer_ns;        /* Q_TIMER: visit then (a copy of cut_deadline) */
 	struct stk_lazy *qprev, *qnext; /* that queue; qnext: the graveyard once forgotten */
 };
 
@@ -203,12 +207,42 @@ static bool get_addrs(struct stk_lazy *l)
 	return true;
 }
 
-/* A whole record of ours was decoded (maybe of another version or malformed
- * but with a known length): take it off the stream. */
+/* A whole record of ours was decoded (maybe of another version): take it off
+ * the stream. A malformed one stays: its length field is the peer's word, and
+ * the bytes it covers may be the app's (a record cut short, then data); the
+ * connection goes to the kernel with every byte as the peer sent it. */
 static void consume(struct stk_lazy *l, int decoded, size_t len)
 {
-	if ((decoded == 0 || decoded == -EPROTONOSUPPORT || decoded == -EBADMSG) && len)
+	if ((decoded == 0 || decoded == -EPROTONOSUPPORT) && len)
 		stk_nego_consume(l->conn->fd, len);
+}
+
+/* The first record is not whole yet (a peek said -EAGAIN): nothing there, or
+ * a record begun. A libfabsock peer sends a record in one write: one begun must
+ * be whole within STK_NEGO_RECORD_MS and before the peer's end of stream, else
+ * it is a protocol violation and the connection goes to the kernel, nothing
+ * consumed (stk_lazy.h). True when it went there. */
+static bool record_cut(struct stk_lazy *l)
+{
+	int inq = 0;
+	if (stk_sys.ioctl(l->conn->fd, SIOCINQ, &inq) != 0 || inq <= 0) {
+		l->cut_deadline = 0;
+		return false;
+	}
+	struct pollfd p = { .fd = l->conn->fd, .events = POLLRDHUP };
+	bool ended = stk_sys.poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+	uint64_t now = now_ns();
+	if (!l->cut_deadline)
+		l->cut_deadline = now + (uint64_t)STK_NEGO_RECORD_MS * 1000000ull;
+	if (!ended && now < l->cut_deadline)
+		return false;
+	l->cut_deadline = 0;
+	struct stk_attach_info info;
+	stk_conn_fall_back(&info, STK_C_FALLBACK_GARBAGE, l->app_fd,
+			   "a negotiation record from the peer cut short (%d bytes, %s)", inq,
+			   ended ? "then end of stream" : "not completed in time");
+	to_kernel(l);
+	return true;
 }
 
 static void io_fallback(struct stk_lazy *l, int err)
@@ -286,7 +320,7 @@ static int client_verdict(struct stk_lazy *l, uint8_t want, const char *what,
 	size_t len = 0;
 	int r = stk_nego_peek(l->conn->fd, &msg, &len);
 	if (r == -EAGAIN)
-		return -1;
+		return record_cut(l) ? 0 : -1;
 	consume(l, r, len);
 	if (r == 0 && msg.type == want)
 		return 1;
@@ -308,7 +342,7 @@ static int client_verdict(struct stk_lazy *l, uint8_t want, const char *what,
  * failed), progress driven, and the server's READY or CANCEL decides. */
 static bool client_handshake(struct stk_lazy *l)
 {
-	stk_conn_handshake_step(l->conn, &l->hs_posted);
+	stk_conn_handshake_step(l->conn, &l->hs_posted, false);
 	char why[128];
 	snprintf(why, sizeof(why), "%s: the server cancelled (it cannot use it, or saw no "
 		 "fabric message from us)", stk_fab_name(l->conn->fab));
@@ -331,7 +365,8 @@ static bool server_handshake(struct stk_lazy *l, enum driver by)
 	 * among them); app threads wait in slices instead */
 	uint64_t spin_end = by == BY_THREAD && thread_idle ? now_ns() + HS_SPIN_NS : 0;
 	int r;
-	while ((r = stk_conn_handshake_step(l->conn, &l->hs_posted)) == 0 && now_ns() < spin_end)
+	while ((r = stk_conn_handshake_step(l->conn, &l->hs_posted, true)) == 0 &&
+	       now_ns() < spin_end)
 		stk_ready_cpu_relax();
 	if (r == 0 && now_ns() < l->deadline)
 		return false;
@@ -390,7 +425,7 @@ static bool step(struct stk_lazy *l, enum driver by)
 	case C_WAIT_HELLO: {
 		r = stk_nego_peek(conn->fd, &msg, &len);
 		if (r == -EAGAIN)
-			return false;
+			return record_cut(l);
 		if (kernel_failed(r)) {
 			io_fallback(l, r);
 			return true;
@@ -439,7 +474,7 @@ static bool step(struct stk_lazy *l, enum driver by)
 			/* our fabric message first: the server finds it when the
 			 * REPLY arrives and answers READY at once (stk_nego.h rule 5) */
 			begin_handshake(l);
-			stk_conn_handshake_step(conn, &l->hs_posted);
+			stk_conn_handshake_step(conn, &l->hs_posted, false);
 			send_or_fail(l, &reply);
 			return true;
 		}
@@ -454,7 +489,7 @@ static bool step(struct stk_lazy *l, enum driver by)
 	case S_WAIT_REPLY: {
 		r = stk_nego_peek(conn->fd, &msg, &len);
 		if (r == -EAGAIN)
-			return false;
+			return record_cut(l);
 		if (kernel_failed(r)) {
 			io_fallback(l, r);
 			return true;
@@ -475,7 +510,8 @@ static bool step(struct stk_lazy *l, enum driver by)
 			return true;
 		}
 		bool cancel;
-		int ret = stk_conn_take_reply(conn, r, &msg, &l->hello, l->fabs, &cancel, &info);
+		int ret = stk_conn_take_reply(conn, r, &msg, &l->hello, l->fabs,
+				      (struct sockaddr *)&l->peer, &cancel, &info);
 		if (ret == 0) {
 			begin_handshake(l); /* the client's fabric message is (nearly) here */
 			return true;
@@ -501,7 +537,7 @@ static bool step(struct stk_lazy *l, enum driver by)
 		}
 		r = stk_nego_peek(conn->fd, &msg, &len);
 		if (r == -EAGAIN)
-			return false;
+			return record_cut(l);
 		uint16_t want = l->stage == STRIP_HELLO ? STK_NEGO_HELLO
 			      : l->stage == STRIP_CANCEL ? STK_NEGO_CANCEL : STK_NEGO_REPLY;
 		if ((r == 0 || r == -EPROTONOSUPPORT) && msg.type == want) {
@@ -550,12 +586,14 @@ static void advance(struct stk_lazy *l, enum driver by)
  * forgotten may still be named by an event the thread is taking: the thread
  * frees it (the graveyard) once it took the events of its epoll_wait. */
 
-enum { Q_NONE, Q_TODO, Q_AGAIN };
+enum { Q_NONE, Q_TODO, Q_AGAIN, Q_TIMER, Q_COUNT };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 /* all protected by reg_lock */
 static struct stk_lazy *reg_head;                  /* listed conns */
-static struct stk_lazy *q_head[3], *q_tail[3];     /* Q_TODO, Q_AGAIN */
+static struct stk_lazy *q_head[Q_COUNT], *q_tail[Q_COUNT]; /* Q_TODO, Q_AGAIN, Q_TIMER:
+								* a record begun, due at
+								* its timer_ns */
 static struct stk_lazy *graveyard;                 /* forgotten, freed by the thread */
 static int thread_epfd = -1;
 static int thread_wakefd = -1;      /* eventfd: work was queued for a sleeping thread */
@@ -693,6 +731,40 @@ static void requeue(struct stk_lazy *l)
 	pthread_mutex_unlock(&reg_lock);
 }
 
+/* A record begun and not whole (record_cut): the thread looks again at its
+ * deadline although no kernel event may come. */
+static void timer(struct stk_lazy *l)
+{
+	pthread_mutex_lock(&reg_lock);
+	if (l->listed && l->queue == Q_NONE) {
+		l->timer_ns = l->cut_deadline;
+		q_push(l, Q_TIMER);
+		uint64_t one = 1;
+		if (!in_thread && thread_fds_ours() &&
+		    stk_sys.write(thread_wakefd, &one, sizeof(one)) < 0)
+			FSK_DBG("negotiation thread not woken: %s", strerror(errno));
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* reg_lock held: the timers that are due go to the TODO queue; returns the
+ * time to the next one (0: none). O(timers): only records cut short wait
+ * there. */
+static uint64_t timers_due(void)
+{
+	uint64_t now = now_ns(), next = 0;
+	struct stk_lazy *l = q_head[Q_TIMER];
+	while (l) {
+		struct stk_lazy *n = l->qnext;
+		if (l->timer_ns <= now)
+			q_push(l, Q_TODO);
+		else if (!next || l->timer_ns - now < next)
+			next = l->timer_ns - now;
+		l = n;
+	}
+	return next;
+}
+
 /* After steps, l's lock held (reg_lock is taken after it: the registry side
  * only ever try-locks a conn): tell the epoll layer, and either leave the
  * registry or stay in view of the thread. */
@@ -704,6 +776,8 @@ static void after_steps(struct stk_lazy *l)
 		release_priv(l);
 	} else if (l->stage == HANDSHAKE) {
 		requeue(l);
+	} else if (l->cut_deadline) {
+		timer(l);
 	}
 }
 
@@ -734,6 +808,7 @@ static bool take_events(int epfd, unsigned gen, const struct epoll_event *evs, i
 	struct stk_lazy *l;
 	while (again && (l = q_pop(Q_AGAIN)))
 		q_push(l, Q_TODO);
+	timers_due();
 	/* every event naming them was just taken: nothing refers to them any more */
 	*dead = graveyard;
 	graveyard = NULL;
@@ -750,8 +825,15 @@ static uint64_t visit_todo(void)
 		struct stk_lazy *l = q_pop(Q_TODO);
 		if (!l) {
 			bool again = q_head[Q_AGAIN] != NULL;
+			uint64_t timer_wait = timers_due();
+			if (q_head[Q_TODO]) {
+				pthread_mutex_unlock(&reg_lock);
+				continue; /* a timer came due */
+			}
 			pthread_mutex_unlock(&reg_lock);
-			return !again ? 0 : hs ? HS_POLL_NS : BUSY_POLL_NS;
+			if (!again)
+				return timer_wait;
+			return hs ? HS_POLL_NS : BUSY_POLL_NS;
 		}
 		if (__atomic_load_n(&l->app_waiting, __ATOMIC_ACQUIRE) ||
 		    pthread_mutex_trylock(&l->lock) != 0) {

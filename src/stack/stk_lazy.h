@@ -38,6 +38,19 @@
  * (stk_epoll_conn_changed): sets holding the conn wake up (fabric) or hand the
  * socket back to the app's kernel epoll set (kernel).
  *
+ * Bounds (stk_nego.h): every wait of the negotiation is bounded, and a
+ * protocol violation never pins a connection. A record the peer began must be
+ * whole within STK_NEGO_RECORD_MS (2 s) and before the peer's end of stream;
+ * otherwise the connection goes to the kernel with nothing consumed (the cut
+ * record and the app's bytes behind it are the app's to read). A malformed
+ * whole record is not consumed either: its length is the peer's word. What
+ * the peer says is checked in one place (stk_peer.h) before libfabric sees
+ * it; a server in HANDSHAKE sends nothing on the fabric before the client's
+ * first message came, and cancels after STK_NEGO_HANDSHAKE_MS (2 s). The
+ * negotiation thread visits a conn with a record cut short at its deadline
+ * (its timer queue), without polling. A peer that never answers costs what a
+ * kernel connection costs plus our private fd, until it closes.
+ *
  * Locks: the registry lock of this file, then a conn's negotiation lock (only
  * ever try-locked under the registry lock), then stk_epoll locks. Nothing that
  * holds an stk_epoll lock calls into this file except stk_lazy_events (no lock).

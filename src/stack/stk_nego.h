@@ -31,7 +31,8 @@
  *       ~0.2 s once per process) first sends a REPLY with status HOLD: it
  *       commits to a real REPLY that follows, and the server then waits up to
  *       STK_NEGO_REPLY_WAIT_MS instead of stk_cfg.nego_wait_ms.
- *     - the server's first incoming bytes: a REPLY ACCEPT it can use → rule 5;
+ *     - the server's first incoming bytes: a REPLY ACCEPT it can use (every field
+ *       checked, stk_peer.h) → rule 5;
  *       a REPLY it cannot use → CANCEL, kernel; a REJECT → kernel; anything else is
  *       the client app's data (the client fell back): kernel, nothing consumed. If
  *       the server app writes before the REPLY came, it waits at most
@@ -57,6 +58,11 @@
  *     path before this record. Every record consumed is acknowledged at once
  *     (TCP_QUICKACK): the peer's next record would otherwise wait under Nagle
  *     for a delayed ACK (40 ms).
+ *  The server sends nothing to the client's fabric address before that first
+ *  message (right slot and connection id: proof it comes from the peer of
+ *  this kernel connection) arrived. A record begun must be whole within
+ *  STK_NEGO_RECORD_MS and before the end of stream, else the connection goes
+ *  to the kernel with nothing consumed (stk_lazy.h).
  *  The records are consumed as soon as they arrive (a per-process negotiation
  *  thread, stk_lazy.h), so an app reading through a path we do not interpose
  *  (stdio inside libc) does not see them. Every outcome is counted, each distinct
@@ -90,6 +96,7 @@
 #define STK_NEGO_REPLY_WAIT_MS 2000
 #define STK_NEGO_CACHE_TTL_S 60
 #define STK_NEGO_HANDSHAKE_MS 2000     /* server: the client's first fabric message */
+#define STK_NEGO_RECORD_MS 2000        /* a record begun is whole by then (stk_lazy.h) */
 
 enum stk_nego_type {
 	STK_NEGO_HELLO = 1, STK_NEGO_REPLY = 2, STK_NEGO_ACK = 3 /* version 3 only */,

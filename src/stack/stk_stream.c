@@ -124,12 +124,26 @@ int stk_conn_create(int fd, size_t window, struct stk_conn **out)
 	conn->left_fd = -1;
 	pthread_mutex_init(&conn->lock, NULL);
 	/* Ids are random so that a stale message (old slot owner) is never taken for
-	 * a new connection's; 0 is reserved for "none". */
+	 * a new connection's, and unguessable: the id is what proves that a fabric
+	 * message comes from the peer of this kernel connection (stk_peer.h), so
+	 * it comes from getrandom alone (no guessable fallback: without it the
+	 * connection stays on the kernel); 0 is reserved for "none". */
+	int rnd = 0;
 	do {
-		if (getrandom(&conn->local_id, sizeof(conn->local_id), 0) !=
-		    (ssize_t)sizeof(conn->local_id))
-			conn->local_id = now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)conn;
+		ssize_t got = getrandom(&conn->local_id, sizeof(conn->local_id), 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got != (ssize_t)sizeof(conn->local_id)) {
+			rnd = got < 0 ? -errno : -EIO;
+			break;
+		}
 	} while (conn->local_id == 0);
+	if (rnd) {
+		pthread_mutex_destroy(&conn->lock);
+		free(conn->ring);
+		free(conn);
+		return rnd;
+	}
 
 	static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 	pthread_once(&exit_once, register_exit_drain);
@@ -666,37 +680,31 @@ static void peer_sleeps_locked(struct stk_conn *conn, uint32_t len)
 void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 {
 	(void)fab;
-	struct stk_msg_hdr hdr;
-	if (len < sizeof(hdr)) {
+	struct stk_msg_in in;
+	if (stk_msg_parse(msg, len, &in) != 0) {
 		stk_count(STK_C_FAB_STRAY_MSGS);
 		return;
 	}
-	memcpy(&hdr, msg, sizeof(hdr));
-	uint32_t slot = le32toh(hdr.slot);
-	if (slot >= STK_CONN_MAX) {
+	struct stk_conn *conn = __atomic_load_n(&conn_table[in.slot], __ATOMIC_ACQUIRE);
+	if (!conn || conn->local_id != in.conn_id) {
 		stk_count(STK_C_FAB_STRAY_MSGS);
 		return;
 	}
-	struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
-	if (!conn || conn->local_id != le64toh(hdr.conn_id)) {
-		stk_count(STK_C_FAB_STRAY_MSGS);
-		return;
-	}
-	uint16_t flags = le16toh(hdr.flags);
-	uint32_t hlen = le32toh(hdr.len);
-	size_t payload = len - sizeof(hdr);
+	uint16_t flags = in.flags;
+	uint32_t hlen = in.len;
+	size_t payload = in.payload;
 	pthread_mutex_lock(&conn->lock);
 	if (conn->reset) {
 		/* already dead: drop */
 	} else if (conn->mig_rx) {
 		/* nothing may follow the peer's MIGRATE: a stale duplicate */
 		stk_count(STK_C_FAB_STRAY_MSGS);
-	} else if (le32toh(hdr.seq) != conn->rx_seq) {
+	} else if (in.seq != conn->rx_seq) {
 		protocol_reset(conn, "sequence gap");
 	} else {
 		conn->rx_seq++;
 		conn->msgs_rx++;
-		conn->bells_seen = le16toh(hdr.bells);
+		conn->bells_seen = in.bells;
 		/* SLEEP and BELL change nothing the app sees (no EPOLLET edge) */
 		bool quiet = (flags & ~(STK_MSG_SLEEP | STK_MSG_BELL)) == 0;
 		if (!quiet) {
@@ -715,14 +723,14 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 			conn->urg = 0;
 		} else {
 			if (flags & STK_MSG_DATA) {
-				if (hlen != payload || conn->fin_rcvd)
+				if (!in.data_ok || conn->fin_rcvd)
 					protocol_reset(conn, "bad data message");
 				else if (payload > conn->ring_size - conn->ring_count)
 					protocol_reset(conn, "peer exceeded its credit");
 				else {
 					/* also after SHUT_RD: Linux queues what arrives
 					 * then, and a read returns it */
-					ring_put(conn, (const uint8_t *)msg + sizeof(hdr), payload);
+					ring_put(conn, (const uint8_t *)msg + sizeof(struct stk_msg_hdr), payload);
 					conn->bytes_rx += payload;
 				}
 			}
@@ -1495,13 +1503,13 @@ int stk_shutdown(struct stk_conn *conn, int how)
 	return post_control(conn, STK_MSG_FIN, false);
 }
 
-int stk_conn_handshake_step(struct stk_conn *conn, bool *posted)
+int stk_conn_handshake_step(struct stk_conn *conn, bool *posted, bool answer_only)
 {
 	progress(conn);
 	pthread_mutex_lock(&conn->lock);
-	if (!*posted)
-		*posted = post_locked(conn, STK_MSG_CREDIT, 0, NULL, 0, false) == 0;
 	bool heard = conn->rx_seq > 0;
+	if (!*posted && (heard || !answer_only))
+		*posted = post_locked(conn, STK_MSG_CREDIT, 0, NULL, 0, false) == 0;
 	bool dead = conn->reset;
 	pthread_mutex_unlock(&conn->lock);
 	/* heard: the fabric works; a reset right behind the first message is
@@ -1516,7 +1524,7 @@ int stk_conn_handshake(struct stk_conn *conn, int timeout_ms)
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	bool posted = false;
 	for (;;) {
-		int ret = stk_conn_handshake_step(conn, &posted);
+		int ret = stk_conn_handshake_step(conn, &posted, true);
 		if (ret)
 			return ret > 0 ? 0 : ret;
 		if (now_ns() > deadline)

@@ -3,6 +3,8 @@
 #ifndef STK_STREAM_PROTO_H
 #define STK_STREAM_PROTO_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum {
@@ -35,5 +37,20 @@ struct stk_msg_hdr {
 	uint16_t bells;    /* doorbell bytes the sender wrote on the kernel
 			    * connection so far (mod 2^16), this message's included */
 } __attribute__((packed));
+
+/* A received message's header, checked, in host order. */
+struct stk_msg_in {
+	uint64_t conn_id;
+	uint32_t slot, seq, len;
+	uint16_t flags, bells;
+	size_t payload;         /* bytes after the header */
+	bool data_ok;           /* not DATA, or DATA with len equal to payload */
+};
+
+/* Parse the len bytes at msg (a peer's, unaligned): 0 with *in filled, or
+ * -EBADMSG for a stray message (shorter than a header, slot out of range of
+ * STK_CONN_MAX). Pure (no lock, no call): fuzzed by tests/stack/fuzz_stream.c.
+ * What the connection it names does with it is stk_stream_deliver's. */
+int stk_msg_parse(const void *msg, size_t len, struct stk_msg_in *in);
 
 #endif

@@ -12,3 +12,29 @@ TESTS += tests/stack/test_migrate
 tests_stack_test_migrate_SOURCES = tests/stack/test_migrate.c
 tests_stack_test_migrate_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
 tests_stack_test_migrate_LDADD = src/stack/libstk.la $(CHECK_LIBS) -lpthread
+
+# libFuzzer targets for the bytes a peer sends on the stack's side: the
+# negotiation records with the checks of what they say (fuzz_nego), and the
+# stream header of every fabric message (fuzz_stream). Built with clang when
+# configure found it, run for a bounded time from a seed corpus kept here
+# (tests/stack/corpus/*), SKIP otherwise.
+if HAVE_CLANG
+check_SCRIPTS += tests/stack/fuzz_nego tests/stack/fuzz_stream
+endif
+STK_FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -I$(top_srcdir)/src -I$(top_builddir) \
+	$(FABRIC_CFLAGS)
+tests/stack/fuzz_nego: $(top_srcdir)/tests/stack/fuzz_nego.c \
+		$(top_srcdir)/src/stack/stk_nego_wire.c $(top_srcdir)/src/stack/stk_peer.c \
+		$(top_srcdir)/src/stack/stk_nego.h $(top_srcdir)/src/stack/stk_peer.h
+	@$(MKDIR_P) tests/stack
+	$(AM_V_CCLD)$(CLANG) $(STK_FUZZ_FLAGS) -o $@ $(top_srcdir)/tests/stack/fuzz_nego.c \
+		$(top_srcdir)/src/stack/stk_nego_wire.c $(top_srcdir)/src/stack/stk_peer.c
+tests/stack/fuzz_stream: $(top_srcdir)/tests/stack/fuzz_stream.c \
+		$(top_srcdir)/src/stack/stk_stream_proto.c $(top_srcdir)/src/stack/stk_stream_proto.h
+	@$(MKDIR_P) tests/stack
+	$(AM_V_CCLD)$(CLANG) $(STK_FUZZ_FLAGS) -o $@ $(top_srcdir)/tests/stack/fuzz_stream.c \
+		$(top_srcdir)/src/stack/stk_stream_proto.c
+CLEANFILES += tests/stack/fuzz_nego tests/stack/fuzz_stream
+TESTS += tests/stack/stack_fuzz.sh
+EXTRA_DIST += tests/stack/fuzz_nego.c tests/stack/fuzz_stream.c tests/stack/stack_fuzz.sh \
+	tests/stack/corpus

@@ -26,3 +26,10 @@ tests_unit_test_real_SOURCES = tests/unit/test_real.c tests/unit/unit_main.c \
 	src/preload/pl_real.c
 tests_unit_test_real_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_real_LDADD = $(UNIT_LIBS) -ldl
+
+# stk_peer: the checks of what a negotiation peer says (issue 13).
+check_PROGRAMS += tests/unit/test_peer
+TESTS += tests/unit/test_peer
+tests_unit_test_peer_SOURCES = tests/unit/test_peer.c tests/unit/unit_main.c tests/unit/unit.h
+tests_unit_test_peer_CFLAGS = $(UNIT_CFLAGS) $(FABRIC_CFLAGS)
+tests_unit_test_peer_LDADD = src/stack/libstk.la $(UNIT_LIBS) $(FABRIC_LIBS) -lpthread
