@@ -146,13 +146,13 @@
 	  (mode, list, n, sev)) \
 	XO(int, lio_listio64, (int mode, struct aiocb64 *const list[], int n, \
 			       struct sigevent *sev), (mode, list, n, sev)) \
-	X(long, syscall, (long number, ...), (number))
+	X(long, syscall, (long number, ...), (number)) \
+	X(int, setsockopt, (int fd, int level, int name, const void *val, socklen_t len), \
+	  (fd, level, name, val, len))
 
 #define PL_SYMBOLS_PASS(X, XO) \
 	X(int, socketpair, (int domain, int type, int protocol, int sv[2]), \
 	  (domain, type, protocol, sv)) \
-	X(int, setsockopt, (int fd, int level, int name, const void *val, socklen_t len), \
-	  (fd, level, name, val, len)) \
 	X(int, getsockname, (int fd, __SOCKADDR_ARG addr, socklen_t *len), (fd, addr, len)) \
 	X(int, getpeername, (int fd, __SOCKADDR_ARG addr, socklen_t *len), (fd, addr, len))
 

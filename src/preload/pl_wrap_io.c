@@ -189,6 +189,8 @@ static ssize_t recvmsg_accel(struct stk_sock *sock, struct msghdr *msg, int flag
 
 PL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
+	if (__builtin_expect(flags & MSG_ERRQUEUE, 0)) /* always the kernel socket's */
+		return PL_REAL(recvmsg)(fd, msg, flags);
 	ssize_t gate;
 	struct stk_sock *sock = rx_sock(fd, flags, &gate);
 	if (gate)

@@ -176,6 +176,27 @@ void pl_decide_sender(int fd, const void *dest, socklen_t dest_len)
 		pl_decide(fd, sock, STK_ROLE_UDP_SENDER, NULL, remote);
 }
 
+/* SO_ZEROCOPY on: MSG_ZEROCOPY completions come from the kernel socket's error
+ * queue, so the kernel carries the socket (stk_accel_zerocopy). */
+PL_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	int ret = PL_REAL(setsockopt)(fd, level, name, val, len);
+	if (__builtin_expect(level == SOL_SOCKET && name == SO_ZEROCOPY, 0) && ret == 0 &&
+	    val && len >= sizeof(int) && *(const int *)val != 0) {
+		struct stk_sock *sock = pl_tracked(fd);
+		if (sock) {
+			int saved_errno = errno;
+			pl_enter();
+			bool forget = stk_accel_zerocopy(sock, fd);
+			pl_leave();
+			if (forget)
+				pl_untrack(fd);
+			errno = saved_errno;
+		}
+	}
+	return ret;
+}
+
 /* SO_ERROR of an accelerated socket is the connection's, reported once like
  * the kernel's (the kernel socket's own is taken too, so neither lingers). */
 PL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)

@@ -146,6 +146,21 @@ void stk_accel_refuse(struct stk_sock *sock)
 		stk_lazy_refuse(sock->conn);
 }
 
+bool stk_accel_zerocopy(struct stk_sock *sock, int fd)
+{
+	struct stk_conn *conn = sock->conn;
+	if (!conn) {
+		/* a listener too: accepted sockets inherit the option */
+		fallback(STK_C_FALLBACK_ZEROCOPY, fd, "the app turned SO_ZEROCOPY on (its "
+			 "MSG_ZEROCOPY completions come from the kernel socket)");
+		return true;
+	}
+	stk_accel_refuse(sock);
+	if (stk_conn_on_fabric(conn) && !__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+		stk_accel_migrate(&sock, 1, STK_MIGRATE_REASON_ZEROCOPY);
+	return false;
+}
+
 /* Several non-empty elements whose total fits here go as one stk_send, as the
  * kernel puts one sendmsg into one segment: a reader never sees a part of
  * the call without the rest (libvma's tcp_send.null_iov_elements reads the
@@ -385,7 +400,7 @@ unsigned stk_accel_migrate(struct stk_sock **socks, size_t n, enum stk_migrate_r
 		struct stk_conn *conn = socks[i] ? socks[i]->conn : NULL;
 		size_t left = conn ? stk_leftover_count(conn->left) : 0;
 		if (left == 0 || (why == STK_MIGRATE_REASON_EXEC && conn->left_fd >= 0) ||
-		    why == STK_MIGRATE_REASON_BYPASS)
+		    why == STK_MIGRATE_REASON_BYPASS || why == STK_MIGRATE_REASON_ZEROCOPY)
 			continue; /* none, handed down with the exec (FABSOCK_INHERIT), or
 				   * still this process's to read (the caller's business) */
 		/* The other image / process reads the kernel socket only. */

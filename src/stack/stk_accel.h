@@ -82,6 +82,15 @@ unsigned stk_accel_migrate(struct stk_sock **socks, size_t n, enum stk_migrate_r
  * steered to the kernel (stk_lazy_refuse); one on the fabric is left alone. */
 void stk_accel_refuse(struct stk_sock *sock);
 
+/* SO_ZEROCOPY was turned on for sock's kernel socket (fd): MSG_ZEROCOPY and its
+ * completions on the error queue are the kernel's, so the kernel carries the
+ * socket from now on. A connection on the fabric migrates (stk_migrate.h; its
+ * unread bytes stay readable through the stack first), one still negotiating
+ * is steered to the kernel. Returns true when sock has no connection (not
+ * connected yet, or a listener, whose accepted sockets inherit the option):
+ * counted as a fallback, and the caller forgets the socket. */
+bool stk_accel_zerocopy(struct stk_sock *sock, int fd);
+
 /* exec hand-down of unread bytes: the memfd holding the leftover of sock's
  * migrated connection when bytes remain (close-on-exec; the caller passes a
  * duplicate), else -1. */

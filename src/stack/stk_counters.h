@@ -29,7 +29,9 @@
 	X(FALLBACK_GARBAGE, "fallback_garbage", "kernel: malformed negotiation message") \
 	X(FALLBACK_IO, "fallback_io", "kernel: the kernel connection failed during negotiation") \
 	X(FALLBACK_STDIO, "fallback_stdio", \
-	  "kernel: the app used the socket through stdio (fdopen) while negotiating") \
+	  "kernel: while negotiating, the app used the socket where libfabsock cannot follow (stdio, aio, exec, fd passing, SO_ZEROCOPY)") \
+	X(FALLBACK_ZEROCOPY, "fallback_zerocopy", \
+	  "kernel: the app turned SO_ZEROCOPY on before the connection was accelerated") \
 	X(NEGO_RECORDS_STRIPPED, "nego_records_stripped", \
 	  "late negotiation records removed from a stream that went to the kernel") \
 	X(FALLBACK_NO_FD, "fallback_no_fd", "kernel: no free fd for the liveness channel") \
@@ -53,6 +55,7 @@
 	X(MIGRATE_PASS, "migrate_pass", "connections migrated because they were sent (SCM_RIGHTS)") \
 	X(MIGRATE_PEER, "migrate_peer", "connections migrated because the peer asked") \
 	X(MIGRATE_BYPASS, "migrate_bypass", "connections migrated because the app used stdio or aio on them") \
+	X(MIGRATE_ZEROCOPY, "migrate_zerocopy", "connections migrated because the app turned SO_ZEROCOPY on") \
 	X(MIGRATE_TIMEOUT, "migrate_timeout", \
 	  "migrations whose peer did not answer in time (its later fabric bytes are lost)") \
 	X(MIGRATE_UNPREPARED, "migrate_unprepared", \

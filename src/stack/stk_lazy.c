@@ -463,7 +463,8 @@ static bool step(struct stk_lazy *l, enum driver by)
 			send_or_fail(l, &reject);
 			stk_nego_cache_put((struct sockaddr *)&l->peer, STK_PEER_CAPABLE);
 			stk_conn_fall_back(&info, STK_C_FALLBACK_STDIO, l->app_fd,
-					   "the app reads or writes the socket through stdio");
+					   "the app uses the socket where libfabsock cannot "
+					   "follow (stdio, aio, exec, fd passing, SO_ZEROCOPY)");
 			set_stage(l, STRIP_CANCEL);
 			return true;
 		}
@@ -505,7 +506,8 @@ static bool step(struct stk_lazy *l, enum driver by)
 			if (r == 0 && msg.status == STK_NEGO_ACCEPT)
 				send_or_fail(l, &cancel_msg);
 			stk_conn_fall_back(&info, STK_C_FALLBACK_STDIO, l->app_fd,
-					   "the app reads or writes the socket through stdio");
+					   "the app uses the socket where libfabsock cannot "
+					   "follow (stdio, aio, exec, fd passing, SO_ZEROCOPY)");
 			to_kernel(l);
 			return true;
 		}

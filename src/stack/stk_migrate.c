@@ -181,6 +181,8 @@ static const char *const reason_text[] = {
 	[STK_MIGRATE_REASON_PEER] = "the peer process moved it (fork, exec or fd passing)",
 	[STK_MIGRATE_REASON_BYPASS] = "the app uses it through calls libfabsock never sees "
 				      "(stdio after fdopen, POSIX aio)",
+	[STK_MIGRATE_REASON_ZEROCOPY] = "the app turned SO_ZEROCOPY on (MSG_ZEROCOPY "
+					"completions come from the kernel socket)",
 };
 static const enum stk_counter reason_counter[] = {
 	[STK_MIGRATE_REASON_FORK] = STK_C_MIGRATE_FORK,
@@ -188,11 +190,12 @@ static const enum stk_counter reason_counter[] = {
 	[STK_MIGRATE_REASON_PASS] = STK_C_MIGRATE_PASS,
 	[STK_MIGRATE_REASON_PEER] = STK_C_MIGRATE_PEER,
 	[STK_MIGRATE_REASON_BYPASS] = STK_C_MIGRATE_BYPASS,
+	[STK_MIGRATE_REASON_ZEROCOPY] = STK_C_MIGRATE_ZEROCOPY,
 };
 
 void stk_migrate_note(struct stk_conn *conn, enum stk_migrate_reason why)
 {
-	static int logged[STK_MIGRATE_REASON_BYPASS + 1]; /* atomic flags */
+	static int logged[STK_MIGRATE_REASON_ZEROCOPY + 1]; /* atomic flags */
 	stk_count(STK_C_MIGRATED_TO_KERNEL);
 	stk_count(reason_counter[why]);
 	if (__atomic_exchange_n(&logged[why], 1, __ATOMIC_RELAXED) == 0)

@@ -49,6 +49,7 @@ enum stk_migrate_reason {
 	STK_MIGRATE_REASON_PASS,
 	STK_MIGRATE_REASON_PEER,
 	STK_MIGRATE_REASON_BYPASS, /* the app's next calls go around libfabsock */
+	STK_MIGRATE_REASON_ZEROCOPY, /* SO_ZEROCOPY: completions come from the kernel */
 };
 
 /* ---- leftover: unread bytes at migration, shareable across fork ---- */

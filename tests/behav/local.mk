@@ -10,7 +10,7 @@ BH_PROGS = \
 	tests/behav/bh_unix tests/behav/bh_fortify tests/behav/bh_signal \
 	tests/behav/bh_threads tests/behav/bh_addr tests/behav/bh_bypass \
 	tests/behav/bh_stream tests/behav/bh_oob tests/behav/bh_iopaths \
-	tests/behav/bh_ready
+	tests/behav/bh_ready tests/behav/bh_zerocopy
 check_PROGRAMS += $(BH_PROGS)
 
 # Test code ignores some setup results on purpose (a failed setup shows up
@@ -74,6 +74,9 @@ tests_behav_bh_iopaths_CFLAGS = $(BH_CFLAGS) -U_FORTIFY_SOURCE
 tests_behav_bh_ready_SOURCES = tests/behav/bh_ready.c $(BH_COMMON)
 tests_behav_bh_ready_LDADD = -lpthread
 tests_behav_bh_ready_CFLAGS = $(BH_CFLAGS)
+tests_behav_bh_zerocopy_SOURCES = tests/behav/bh_zerocopy.c $(BH_COMMON)
+tests_behav_bh_zerocopy_LDADD = -lpthread
+tests_behav_bh_zerocopy_CFLAGS = $(BH_CFLAGS)
 # The fortified entry points need -O2 and _FORTIFY_SOURCE=2 (re-defined in
 # case the user's flags set another level); fortify.sh proves with nm that
 # the _chk symbols are really referenced.
@@ -90,6 +93,7 @@ BH_TESTS = \
 	tests/behav/threads.sh tests/behav/addr.sh tests/behav/bypass.sh \
 	tests/behav/stream.sh \
 	tests/behav/oob.sh tests/behav/iopaths.sh tests/behav/ready.sh \
+	tests/behav/zerocopy.sh \
 	tests/behav/badconfig.sh tests/behav/coverage.sh \
 	tests/behav/manpages.sh
 TESTS += $(BH_TESTS)
