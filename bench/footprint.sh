@@ -52,6 +52,7 @@ one() {
 	case $mode in
 	kernel) sw="env" cw="env" ;;
 	shm) sw="env FABSOCK_PROVIDERS=shm $launcher --" cw=$sw ;;
+	default) sw="env -u FABSOCK_PROVIDERS -u FABSOCK_PROVIDER $launcher --" cw=$sw ;;
 	dpdk) sw="$launcher --dpdk net_memif0,role=server,socket=$sock --ip 198.18.0.1/24 --provider dpdk --"
 	      cw="$launcher --dpdk net_memif0,role=client,socket=$sock --ip 198.18.0.2/24 --provider dpdk --" ;;
 	esac
@@ -75,7 +76,9 @@ one() {
 	spid="" cpid=""
 	grep -h 'warn\|error' "$tmp/srv.log" "$tmp/cli.log"
 	# a launched pair must have used its provider (else its numbers are the kernel's)
-	if [ $mode != kernel ] && ! grep -q "counter conn_accel_$mode = 1" "$tmp/cli.log"; then
+	prov=$mode
+	[ $mode = default ] && prov=shm
+	if [ $mode != kernel ] && ! grep -q "counter conn_accel_$prov = 1" "$tmp/cli.log"; then
 		echo "$mode: round not accelerated (connection on the kernel); not counted"
 		sed -i '$d' "$tmp/$mode.data"
 	fi
