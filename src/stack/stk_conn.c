@@ -2,7 +2,6 @@
 #include "stack/stk_conn.h"
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
-#include "stack/stk_fi.h"
 #include "stack/stk_log.h"
 #include "stack/stk_nego.h"
 #include "stack/stk_sys.h"
@@ -125,9 +124,6 @@ static bool peer_is_local(int fd, const struct sockaddr *local)
 	return false;
 }
 
-/* A per-address provider not open yet for this local address is not offered
- * to this client (its open starts in the background, for the next ones): the
- * client waits for the HELLO a few milliseconds only. */
 static bool addr_is_wildcard(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET) {
@@ -143,14 +139,19 @@ static bool addr_is_wildcard(const struct sockaddr *sa)
 	return true;
 }
 
+/* A per-address provider not open yet for this local address is not offered
+ * to this client (its open starts in the background, for the next ones): the
+ * client waits for the HELLO a few milliseconds only. Unless wait (nothing
+ * else to offer: without it the connection is on the kernel anyway; a
+ * prefork worker's first client, as the parent's endpoints are not its own). */
 static void offer(struct stk_nego_msg *hello, struct stk_fab *fabs[], const char *name,
-		  const struct sockaddr *local)
+		  const struct sockaddr *local, bool wait)
 {
 	struct stk_fab *fab;
 	if (hello->nprov >= STK_NEGO_PROV_MAX)
 		return;
-	int ret = stk_fab_per_address(name) ? stk_fab_get_ready(name, local, &fab)
-					    : stk_fab_get(name, local, &fab);
+	int ret = stk_fab_per_address(name) && !wait ? stk_fab_get_ready(name, local, &fab)
+						     : stk_fab_get(name, local, &fab);
 	if (ret == 0 && fill_prov(fab, local, &hello->prov[hello->nprov]) == 0)
 		fabs[hello->nprov++] = fab;
 }
@@ -173,7 +174,7 @@ void stk_conn_build_hello(struct stk_conn *conn, const struct sockaddr *local,
 		if (stk_fab_per_address(name))
 			continue;
 		unsigned before = hello->nprov;
-		offer(hello, fabs, name, local);
+		offer(hello, fabs, name, local, true);
 		if (hello->nprov > before && strcmp(name, "shm") == 0)
 			shm_offered = true;
 	}
@@ -182,7 +183,7 @@ void stk_conn_build_hello(struct stk_conn *conn, const struct sockaddr *local,
 	cursor = stk_cfg.providers;
 	while (next_provider(&cursor, name))
 		if (stk_fab_per_address(name))
-			offer(hello, fabs, name, local);
+			offer(hello, fabs, name, local, hello->nprov == 0);
 }
 
 static void make_reject(struct stk_nego_msg *reply, uint16_t status)
@@ -501,7 +502,7 @@ void stk_conn_open_providers(void)
 	struct stk_fab *fab;
 	/* libfabric itself first: its load is most of the cost, also for the
 	 * per-address providers opened later, per connection */
-	if (stk_fi_load() != 0)
+	if (stk_fab_load() != 0)
 		return;
 	while (next_provider(&cursor, name))
 		if (!stk_fab_per_address(name))

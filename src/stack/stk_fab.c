@@ -877,6 +877,18 @@ static void entry_open(unsigned i)
 		stk_count(STK_C_FAB_OPEN_FAILED);
 }
 
+int stk_fab_load(void)
+{
+	/* the same guard as an open: libfabric's constructors and providers
+	 * install signal handlers (stk_fi.h) */
+	struct stk_fi_sigs *sigs = stk_fi_sigs_save();
+	stk_fi_enter();
+	int ret = stk_fi_load();
+	stk_fi_leave();
+	stk_fi_sigs_restore(sigs);
+	return ret;
+}
+
 int stk_fab_get(const char *prov, const struct sockaddr *local, struct stk_fab **out)
 {
 	*out = NULL;

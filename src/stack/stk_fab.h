@@ -58,6 +58,8 @@ struct stk_fab_buf {
  * listens where its app did not communicate; -EADDRNOTAVAIL when local is
  * NULL or not IPv4/IPv6. Other providers ignore local. */
 int stk_fab_get(const char *prov, const struct sockaddr *local, struct stk_fab **out);
+/* Load libfabric (once per process), as an open does: 0 or -errno. */
+int stk_fab_load(void);
 /* The same without waiting: when the endpoint is not open yet, -EAGAIN, and
  * its open starts on a thread of ours (once per endpoint; the next caller
  * finds it open or failed). For the server's HELLO: the client waits for it
