@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fi_cm.h>
@@ -921,10 +922,17 @@ static void *bg_open_main(void *arg)
 }
 
 /* atexit: libfabric's destructors must not run while a background open is
- * inside it; the open holds open_lock, so taking it waits for its end. */
+ * inside it; the open holds open_lock, so taking it waits for its end (10 s
+ * at most, a safety net: an open takes well under a second). */
+#define BG_EXIT_WAIT_S 10
+
 static void bg_open_exit(void)
 {
-	pthread_mutex_lock(&open_lock);
+	struct timespec end;
+	clock_gettime(CLOCK_REALTIME, &end);
+	end.tv_sec += BG_EXIT_WAIT_S;
+	if (pthread_mutex_timedlock(&open_lock, &end) != 0)
+		return;
 	exiting = true;
 	pthread_mutex_unlock(&open_lock);
 }
