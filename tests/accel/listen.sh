@@ -7,36 +7,45 @@
 # open: `ss -ltnp` shows no listener of either process off loopback, the shm
 # regions of both are 0600 and their own user's, the connection was
 # accelerated, and at the default log level neither process printed anything.
+# Then across two network namespaces (a client of "another host"): the server,
+# with the default list, opens tcp on its connection's address in the
+# background at the first connection (which stays on the kernel), and the
+# next ones use it.
 . "$top_srcdir/tests/accel/lib.sh"
+. "$top_srcdir/tests/lib/netns.sh"
 hold="$top_srcdir/tests/accel/hold.py"
 command -v ss >/dev/null || { echo "SKIP: ss missing (iproute2)"; exit 77; }
 status=0
 
-# run PROV_LIST PROV LEVEL: one held connection; checks; logs in $tmp
+# run PROV_LIST PROV LEVEL [NS_SRV NS_CLI ADDR N]: one held connection (the
+# last of N, to ADDR, server and client in those namespaces); checks; logs in $tmp
 run() {
-	list=$1 prov=$2
+	list=$1 prov=$2 nss=${4:+ip netns exec $4} nsc=${5:+ip netns exec $5} addr=${6:-127.0.0.1} n=${7:-1}
 	port=$(free_port)
 	rm -f "$tmp/srv.out" "$tmp/done"
 	level=$3
 	set -- env -u FABSOCK_LOG -u FABSOCK_PROVIDERS ${level:+FABSOCK_LOG=$level} \
 		${list:+FABSOCK_PROVIDERS=$list} FABSOCK_NEGO_WAIT_MS=1000 timeout 40 \
 		"$launcher" -- "$python" "$hold"
-	"$@" server "$port" >"$tmp/srv.out" 2>"$tmp/srv.log" &
+	$nss "$@" server "$port" "$addr" "$n" >"$tmp/srv.out" 2>"$tmp/srv.log" &
 	spid=$!
 	pids="$pids $spid"
 	wait_ready "$tmp/srv.out" || { cat "$tmp/srv.log"; return 1; }
-	"$@" client "$port" 100000 "$tmp/done" >"$tmp/cli.out" 2>"$tmp/cli.log" &
+	$nsc "$@" client "$port" 100000 "$tmp/done" "$addr" "$n" >"$tmp/cli.out" 2>"$tmp/cli.log" &
 	cpid=$!
 	pids="$pids $cpid"
 	wait_line "$tmp/cli.out" echoed || { echo "FAIL: ${list:-default}: no echo"; cat "$tmp/cli.out" "$tmp/cli.log"; return 1; }
 	rc=0
 	# the python processes are the launched ones (timeout's children exec'd)
 	procs="$(pgrep -P $spid) $(pgrep -P $cpid)"
-	ss -Hltnp >"$tmp/ss.txt"
+	# a listener of ours may be where its kernel connection's local side is:
+	# loopback, or the namespaces' veth addresses
+	allow='^127\.|^\[::1\]|^\[::ffff:127\.|^10\.77\.0\.[12]:'
+	{ $nss ss -Hltnp; [ "$nss" = "$nsc" ] || $nsc ss -Hltnp; } >"$tmp/ss.txt"
 	for p in $procs; do
 		grep "pid=$p," "$tmp/ss.txt" | awk '{ print $4 }' >"$tmp/ports.txt"
-		if grep -v '^127\.\|^\[::1\]\|^\[::ffff:127\.' "$tmp/ports.txt"; then
-			echo "FAIL: ${list:-default}: process $p listens off loopback (above)"
+		if grep -Ev "$allow" "$tmp/ports.txt"; then
+			echo "FAIL: ${list:-default}: process $p listens where it does not communicate (above)"
 			rc=1
 		fi
 		for f in /dev/shm/"$p":*; do
@@ -51,8 +60,8 @@ run() {
 	wait $cpid || { echo "FAIL: client exit $?"; rc=1; }
 	wait $spid || { echo "FAIL: server exit $?"; rc=1; }
 	if [ -n "$level" ]; then
-		fsk_assert_accel "$tmp/cli.log" "${list:-default} client" 1 "$prov"
-		fsk_assert_accel "$tmp/srv.log" "${list:-default} server" 1 "$prov"
+		fsk_assert_accel "$tmp/cli.log" "${list:-default} client" "$((n > 1 ? n - 1 : 1))" "$prov"
+		fsk_assert_accel "$tmp/srv.log" "${list:-default} server" "$((n > 1 ? n - 1 : 1))" "$prov"
 	else
 		for f in "$tmp/srv.log" "$tmp/cli.log"; do
 			[ -s "$f" ] || continue
@@ -65,4 +74,13 @@ run() {
 run "" shm info || status=1
 run "" shm "" || status=1
 run tcp tcp info || status=1
+
+if fsk_netns_create "fsk-lsn-s$$" "fsk-lsn-c$$"; then
+	trap '_rc=$?; fsk_netns_destroy; (exit $_rc); cleanup' EXIT
+	fsk_netns_veth "fsk-lsn-s$$" "fsk-lsn-c$$" lsn0 lsn1 10.77.0.1/24 10.77.0.2/24 || status=1
+	run "" tcp info "fsk-lsn-s$$" "fsk-lsn-c$$" 10.77.0.1 3 || status=1
+	echo "two namespaces: $(counter "$tmp/srv.log" fallback_no_common) connection(s) on the kernel while tcp opened"
+else
+	echo "no permission for network namespaces: the two-host part not run"
+fi
 exit $status
