@@ -29,7 +29,7 @@
 #include <rdma/fi_errno.h>
 
 #define FAB_MAX 16
-#define FAB_KEY_MAX (STK_FAB_NAME_MAX + INET6_ADDRSTRLEN + 1) /* "tcp@<local ip>" */
+#define FAB_KEY_MAX (STK_FAB_NAME_MAX + INET6_ADDRSTRLEN + 16) /* "tcp@<local ip>[%scope]" */
 #define AV_CACHE_MAX 256
 #define BATCH_MAX 64
 #define STK_FAB_RXM_SEG (16384u - 256u) /* below rxm's eager limit, header included */
@@ -77,7 +77,7 @@ struct stk_fab {
 };
 
 /* Where a per-address provider's endpoint listens: the kernel connection's
- * local IP, port 0. *src_len 0: not an IP address. A v4-mapped IPv6 address
+ * local IP, port 0 (len 0: not an IP address). A v4-mapped IPv6 address
  * is its IPv4 one (the provider's peers see the IPv4 side). */
 struct fab_src {
 	struct sockaddr_storage addr;
