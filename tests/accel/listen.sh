@@ -7,6 +7,7 @@
 # open: `ss -ltnp` shows no listener of either process off loopback, the shm
 # regions of both are 0600 and their own user's, the connection was
 # accelerated, and at the default log level neither process printed anything.
+# A FABSOCK_LOG_FILE the library creates is 0600.
 # Then across two network namespaces (a client of "another host"): the server,
 # with the default list, opens tcp on its connection's address in the
 # background at the first connection (which stays on the kernel), and the
@@ -74,6 +75,11 @@ run() {
 run "" shm info || status=1
 run "" shm "" || status=1
 run tcp tcp info || status=1
+
+# a log file the library creates is its user's alone
+env FABSOCK_LOG=info FABSOCK_LOG_FILE="$tmp/lib.log" timeout 20 "$launcher" -- true
+m=$(stat -c %a "$tmp/lib.log" 2>/dev/null)
+[ "$m" = 600 ] || { echo "FAIL: FABSOCK_LOG_FILE created with mode ${m:-none}, want 600"; status=1; }
 
 if fsk_netns_create "fsk-lsn-s$$" "fsk-lsn-c$$"; then
 	trap '_rc=$?; fsk_netns_destroy; (exit $_rc); cleanup' EXIT
