@@ -1,6 +1,6 @@
 #!/bin/sh
 # Peers of different users (a server as nobody, its client as root: nginx's
-# default set-up): 20 connections, byte-exact, within a bound; each ends on
+# default set-up; and the other way round): 20 connections, byte-exact, within a bound; each ends on
 # the kernel, counted, with its reason at info level only. libfabric's shm
 # refuses a peer whose 0600 region it cannot map, half-way: never hand it one.
 # The same pair with both ends as nobody is accelerated over shm (the check is
@@ -66,6 +66,19 @@ if pair "$as_nobody" "" info; then
 	done
 	grep -q 'runs as another user' "$tmp/cli.log" ||
 		{ echo "FAIL: the client does not say why (another user)"; status=1; }
+else
+	status=1
+fi
+
+# 1b. the other way round: server root, client nobody
+if pair "" "$as_nobody" info; then
+	for side in srv cli; do
+		acc=$(counter "$tmp/$side.log" accelerated)
+		fell=$(fsk_counter_sum fallback_prov_init "$tmp/$side.log")
+		echo "root/nobody: $side: $acc accelerated, $fell on the kernel (prov_init)"
+		[ $((acc + fell)) -eq $conns ] || { echo "FAIL: $side: outcome not counted for every connection"; status=1; }
+		[ "$(warn_lines "$tmp/$side.log")" = 0 ] || { echo "FAIL: $side: warn lines"; grep 'warn\|error' "$tmp/$side.log"; status=1; }
+	done
 else
 	status=1
 fi
