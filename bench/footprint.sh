@@ -1,8 +1,11 @@
 #!/bin/sh
-# What a launched process costs besides speed, kernel vs shm vs dpdk (memif):
+# What a launched process costs besides speed, kernel vs the default
+# provider list vs shm alone vs dpdk (memif):
 #  - RSS: VmRSS of bench/footprint's server and client, each with one
 #    established connection, and what the launch adds to the kernel run
-#    (target: <= 64 MiB added, DPDK included);
+#    (targets: <= 32 MiB added with the default list, where only shm and tcp
+#    work: the pair is local, uses shm and opens no tcp endpoint; <= 64 MiB
+#    with DPDK);
 #  - start-up: the client's first socket() to its first echoed byte (the
 #    negotiation and the provider's start-up, DPDK's EAL included; target
 #    <= 300 ms), and from the launch (exec, preload constructor) to it;
@@ -13,7 +16,7 @@
 #
 # usage: bench/footprint.sh [BUILDDIR]   (default: $top_builddir, else .)
 # environment: ROUNDS (default 3), IDLE_S (default 3), MODES (default
-# "kernel shm dpdk"; added RSS is relative to kernel, "-" without it)
+# "kernel default shm dpdk"; added RSS is relative to kernel, "-" without it)
 set -u
 b=${1:-${top_builddir:-.}}
 b=$(cd "$b" && pwd) || exit 2
@@ -52,6 +55,7 @@ one() {
 	case $mode in
 	kernel) sw="env" cw="env" ;;
 	shm) sw="env FABSOCK_PROVIDERS=shm $launcher --" cw=$sw ;;
+	default) sw="env -u FABSOCK_PROVIDERS -u FABSOCK_PROVIDER $launcher --" cw=$sw ;;
 	dpdk) sw="$launcher --dpdk net_memif0,role=server,socket=$sock --ip 198.18.0.1/24 --provider dpdk --"
 	      cw="$launcher --dpdk net_memif0,role=client,socket=$sock --ip 198.18.0.2/24 --provider dpdk --" ;;
 	esac
@@ -75,7 +79,9 @@ one() {
 	spid="" cpid=""
 	grep -h 'warn\|error' "$tmp/srv.log" "$tmp/cli.log"
 	# a launched pair must have used its provider (else its numbers are the kernel's)
-	if [ $mode != kernel ] && ! grep -q "counter conn_accel_$mode = 1" "$tmp/cli.log"; then
+	prov=$mode
+	[ $mode = default ] && prov=shm
+	if [ $mode != kernel ] && ! grep -q "counter conn_accel_$prov = 1" "$tmp/cli.log"; then
 		echo "$mode: round not accelerated (connection on the kernel); not counted"
 		sed -i '$d' "$tmp/$mode.data"
 	fi
@@ -84,7 +90,7 @@ one() {
 
 col() { [ -f "$tmp/$1.data" ] || { echo 0; return; }; awk -v c="$2" '{ print $c }' "$tmp/$1.data" | median; }
 
-modes=${MODES:-kernel shm dpdk}
+modes=${MODES:-kernel default shm dpdk}
 r=0
 while [ $r -lt "$rounds" ]; do
 	for m in $modes; do one "$m" || exit 1; done
@@ -103,4 +109,4 @@ for m in $modes; do
 			s / 1024, c / 1024, (s - ks) / 1024, (c - kc) / 1024, fb / 1000, ln / 1000,
 			100 * si / 1e9 / t, 100 * ci / 1e9 / t }'
 done
-echo "targets: added RSS <= 64 MiB, 1st byte (first socket to first byte, EAL included) <= 300 ms, idle ~0 %"
+echo "targets: added RSS <= 32 MiB (default list), <= 64 MiB (dpdk), 1st byte (first socket to first byte, EAL included) <= 300 ms, idle ~0 %"

@@ -8,6 +8,7 @@
 #include "stack/stk_sys.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -96,23 +97,94 @@ size_t stk_conn_window(void)
 	return window();
 }
 
+/* Is the peer of this kernel connection on this host, in this network
+ * namespace? Loopback addresses, or the peer uses our own local IP (the
+ * kernel routes that over lo). */
+static bool peer_is_local(int fd, const struct sockaddr *local)
+{
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+	if (!local || stk_sys.getpeername(fd, (struct sockaddr *)&peer, &plen) != 0 ||
+	    peer.ss_family != local->sa_family)
+		return false;
+	if (peer.ss_family == AF_INET) {
+		struct sockaddr_in p, l;
+		memcpy(&p, &peer, sizeof(p));
+		memcpy(&l, local, sizeof(l));
+		return (ntohl(p.sin_addr.s_addr) >> 24) == 127 ||
+		       p.sin_addr.s_addr == l.sin_addr.s_addr;
+	}
+	if (peer.ss_family == AF_INET6) {
+		struct sockaddr_in6 p, l;
+		memcpy(&p, &peer, sizeof(p));
+		memcpy(&l, local, sizeof(l));
+		return IN6_IS_ADDR_LOOPBACK(&p.sin6_addr) ||
+		       (IN6_IS_ADDR_V4MAPPED(&p.sin6_addr) && p.sin6_addr.s6_addr[12] == 127) ||
+		       IN6_ARE_ADDR_EQUAL(&p.sin6_addr, &l.sin6_addr);
+	}
+	return false;
+}
+
+static bool addr_is_wildcard(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		struct sockaddr_in sin;
+		memcpy(&sin, sa, sizeof(sin));
+		return sin.sin_addr.s_addr == htonl(INADDR_ANY);
+	}
+	if (sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 sin6;
+		memcpy(&sin6, sa, sizeof(sin6));
+		return IN6_IS_ADDR_UNSPECIFIED(&sin6.sin6_addr);
+	}
+	return true;
+}
+
+/* A per-address provider not open yet for this local address is not offered
+ * to this client (its open starts in the background, for the next ones): the
+ * client waits for the HELLO a few milliseconds only. Unless wait (nothing
+ * else to offer: without it the connection is on the kernel anyway; a
+ * prefork worker's first client, as the parent's endpoints are not its own). */
+static void offer(struct stk_nego_msg *hello, struct stk_fab *fabs[], const char *name,
+		  const struct sockaddr *local, bool wait)
+{
+	struct stk_fab *fab;
+	if (hello->nprov >= STK_NEGO_PROV_MAX)
+		return;
+	int ret = stk_fab_per_address(name) && !wait ? stk_fab_get_ready(name, local, &fab)
+						     : stk_fab_get(name, local, &fab);
+	if (ret == 0 && fill_prov(fab, local, &hello->prov[hello->nprov]) == 0)
+		fabs[hello->nprov++] = fab;
+}
+
 void stk_conn_build_hello(struct stk_conn *conn, const struct sockaddr *local,
 			  struct stk_nego_msg *hello, struct stk_fab *fabs[STK_NEGO_PROV_MAX])
 {
 	/* Offer every configured provider that opens here (maybe none: the client
-	 * waits for a HELLO and must get one to know the outcome). */
+	 * waits for a HELLO and must get one to know the outcome), except that the
+	 * IP-listening ones (opened per local address, stk_fab.h; tcp costs ~70 MiB
+	 * of buffers) are left out for a client on this host when shm is offered:
+	 * the client chooses shm, or stays on the kernel when it runs as another
+	 * user. The client chooses by its own order; the HELLO's does not matter. */
 	memset(hello, 0, sizeof(*hello));
 	local_identity(hello, STK_NEGO_HELLO, conn);
-	const char *cursor = stk_cfg.providers;
 	char name[STK_FAB_NAME_MAX];
-	while (hello->nprov < STK_NEGO_PROV_MAX && next_provider(&cursor, name)) {
-		struct stk_fab *fab;
-		if (stk_fab_get(name, &fab) != 0)
+	const char *cursor = stk_cfg.providers;
+	bool shm_offered = false;
+	while (next_provider(&cursor, name)) {
+		if (stk_fab_per_address(name))
 			continue;
-		if (fill_prov(fab, local, &hello->prov[hello->nprov]) != 0)
-			continue;
-		fabs[hello->nprov++] = fab;
+		unsigned before = hello->nprov;
+		offer(hello, fabs, name, local, true);
+		if (hello->nprov > before && strcmp(name, "shm") == 0)
+			shm_offered = true;
 	}
+	if (shm_offered && peer_is_local(conn->fd, local))
+		return;
+	cursor = stk_cfg.providers;
+	while (next_provider(&cursor, name))
+		if (stk_fab_per_address(name))
+			offer(hello, fabs, name, local, hello->nprov == 0);
 }
 
 static void make_reject(struct stk_nego_msg *reply, uint16_t status)
@@ -149,9 +221,13 @@ int stk_conn_answer_hello(struct stk_conn *conn, int decoded, const struct stk_n
 	/* Choose: the first of the configured order (FABSOCK_PROVIDERS, default
 	 * shm,tcp) both offer; shm only when both share a host and namespace. */
 	bool same_host = stk_nego_same_host(hello);
+	/* A provider is chosen once it opens here (per-address ones on this
+	 * connection's local IP) and takes the server's address (shm: a peer of
+	 * another user is refused); else the next common one. */
 	struct stk_fab *fab = NULL;
 	const struct stk_nego_prov *theirs = NULL;
-	bool common = false;
+	bool common = false, other_user = false;
+	fi_addr_t peer_addr = 0;
 	char name[STK_FAB_NAME_MAX];
 	const char *cursor = stk_cfg.providers;
 	while (!fab && next_provider(&cursor, name)) {
@@ -161,34 +237,45 @@ int stk_conn_answer_hello(struct stk_conn *conn, int decoded, const struct stk_n
 		if (!theirs)
 			continue;
 		common = true;
-		if (stk_fab_get(name, &fab) != 0)
+		if (stk_fab_get(name, local, &fab) != 0) {
 			fab = NULL;
+			continue;
+		}
+		const char *why;
+		if (stk_peer_check(hello, theirs, stk_fab_addr_format(fab), peer, &why) != 0) {
+			make_reject(reply, STK_NEGO_REJECT_BAD_HELLO);
+			return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
+						  "the server's HELLO for %s refused: %s", name, why);
+		}
+		int ins = stk_fab_av_insert(fab, theirs->addr, theirs->addr_len, &peer_addr);
+		if (ins != 0) {
+			other_user |= ins == -EPERM;
+			fab = NULL;
+		}
 	}
 	stk_nego_cache_put(peer, STK_PEER_CAPABLE);
 	if (!fab) {
 		make_reject(reply, common ? STK_NEGO_REJECT_PROV_INIT : STK_NEGO_REJECT_NO_COMMON);
+		if (other_user)
+			return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
+						  "the server runs as another user (its shm region "
+						  "is private) and offers no other common provider");
 		if (common)
 			return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
-						  "every common provider failed to open here");
+						  "every common provider failed to open here or "
+						  "refused the server's address");
 		return stk_conn_fall_back(info, STK_C_FALLBACK_NO_COMMON, fd,
 					  "no common provider (server offers %u, we have '%s'%s)",
 					  hello->nprov, stk_cfg.providers,
 					  same_host ? "" : ", not on the same host");
 	}
-	const char *why;
-	if (stk_peer_check(hello, theirs, stk_fab_addr_format(fab), peer, &why) != 0) {
-		make_reject(reply, STK_NEGO_REJECT_BAD_HELLO);
-		return stk_conn_fall_back(info, STK_C_FALLBACK_GARBAGE, fd,
-					  "the server's HELLO for %s refused: %s", name, why);
-	}
-	fi_addr_t peer_addr;
 	local_identity(reply, STK_NEGO_REPLY, conn);
 	reply->nprov = 1;
-	if (stk_fab_av_insert(fab, theirs->addr, theirs->addr_len, &peer_addr) != 0 ||
-	    fill_prov(fab, local, &reply->prov[0]) != 0) {
+	if (fill_prov(fab, local, &reply->prov[0]) != 0) {
+		stk_fab_av_release(fab, peer_addr);
 		make_reject(reply, STK_NEGO_REJECT_PROV_INIT);
 		return stk_conn_fall_back(info, STK_C_FALLBACK_PROV_INIT, fd,
-					  "%s: cannot use the server's address or get ours", name);
+					  "%s: cannot get our own address", name);
 	}
 	stk_conn_connect(conn, fab, peer_addr, hello->slot, hello->conn_id, hello->credits);
 	return 0;
@@ -429,8 +516,25 @@ void stk_conn_open_providers(void)
 	const char *cursor = stk_cfg.providers;
 	char name[STK_FAB_NAME_MAX];
 	struct stk_fab *fab;
+	/* libfabric itself first: its load is most of the cost, also for the
+	 * per-address providers opened later, per connection */
+	if (stk_fab_load() != 0)
+		return;
 	while (next_provider(&cursor, name))
-		stk_fab_get(name, &fab); /* failures are cached and logged there */
+		if (!stk_fab_per_address(name))
+			stk_fab_get(name, NULL, &fab); /* failures are cached and logged there */
+}
+
+/* Is a provider that is not per-address (shm) open here? */
+static bool shared_provider_open(void)
+{
+	const char *cursor = stk_cfg.providers;
+	char name[STK_FAB_NAME_MAX];
+	struct stk_fab *fab;
+	while (next_provider(&cursor, name))
+		if (!stk_fab_per_address(name) && stk_fab_get(name, NULL, &fab) == 0)
+			return true;
+	return false;
 }
 
 int stk_accel_listen(int listen_fd)
@@ -440,6 +544,21 @@ int stk_accel_listen(int listen_fd)
 		return ret;
 	stk_sys_dup_high_reserve(listen_fd);
 	stk_conn_open_providers();
+	/* A listener on one address whose clients can only get a per-address
+	 * provider (no shm here): open them for that address now, as the HELLO
+	 * of the first client will offer them (stk_conn_build_hello). A wildcard
+	 * listener learns its local addresses from its connections. */
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+	if (stk_sys.getsockname(listen_fd, (struct sockaddr *)&local, &llen) == 0 &&
+	    !addr_is_wildcard((struct sockaddr *)&local) && !shared_provider_open()) {
+		const char *cursor = stk_cfg.providers;
+		char name[STK_FAB_NAME_MAX];
+		struct stk_fab *fab;
+		while (next_provider(&cursor, name))
+			if (stk_fab_per_address(name))
+				stk_fab_get(name, (struct sockaddr *)&local, &fab);
+	}
 	return 0;
 }
 

@@ -55,8 +55,10 @@ int stk_conn_fall_back(struct stk_attach_info *info, enum stk_counter counter, i
 		       const char *fmt, ...);
 void stk_conn_count_accel(const char *prov);
 size_t stk_conn_window(void);
-/* Open every configured provider now (results cached by stk_fab_get): loading
- * libfabric costs ~0.2 s the first time, better spent before a HELLO waits. */
+/* Load libfabric and open every configured provider that is not per-address
+ * now (results cached by stk_fab_get): loading libfabric costs ~0.2 s the
+ * first time, better spent before a HELLO waits. The per-address ones (tcp)
+ * open when a connection offers or chooses them (stk_fab.h). */
 void stk_conn_open_providers(void);
 /* Server: the HELLO for conn (fabs[i] is the endpoint of hello->prov[i]). */
 void stk_conn_build_hello(struct stk_conn *conn, const struct sockaddr *local,

@@ -6,6 +6,7 @@
 #include "stack/stk_hooks.h"
 #include "stack/stk_log.h"
 #include "stack/stk_stream.h"
+#include "stack/stk_thread.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,9 +15,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fi_cm.h>
@@ -24,7 +28,8 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
-#define FAB_MAX 8
+#define FAB_MAX 16
+#define FAB_KEY_MAX (STK_FAB_NAME_MAX + INET6_ADDRSTRLEN + 16) /* "tcp@<local ip>[%scope]" */
 #define AV_CACHE_MAX 256
 #define BATCH_MAX 64
 #define STK_FAB_RXM_SEG (16384u - 256u) /* below rxm's eager limit, header included */
@@ -46,6 +51,12 @@ struct stk_fab {
 	size_t stream_seg;      /* stk_fab_stream_seg */
 	bool gather;            /* stk_fab_inject2 gathers: FI_INJECT sendmsg, 2 iovecs, no completion */
 	int wait_fd;
+	/* shm: the owner of our own region. A peer's region of another owner is
+	 * refused before libfabric sees it (stk_fab_av_insert): the two 0600
+	 * regions are not open to each other, and libfabric 1.17's shm fails
+	 * such an insert half-way (seen: a later fi_cq_read crashed). */
+	bool is_shm;
+	uid_t shm_owner;
 	struct stk_fab_buf bufs[STK_FAB_RX_BUFS + STK_FAB_TX_BUFS];
 	uint64_t tx_free;       /* tagged head: tag << 32 | (index + 1) */
 	pthread_mutex_t cq_lock; /* held while draining the CQ and delivering */
@@ -65,14 +76,33 @@ struct stk_fab {
 	unsigned repost_count;
 };
 
+/* Where a per-address provider's endpoint listens: the kernel connection's
+ * local IP, port 0 (len 0: not an IP address). A v4-mapped IPv6 address
+ * is its IPv4 one (the provider's peers see the IPv4 side). */
+struct fab_src {
+	struct sockaddr_storage addr;
+	socklen_t len;
+	uint32_t format;        /* FI_SOCKADDR_IN or FI_SOCKADDR_IN6 */
+};
+
 /* FI_TRY: after fi_getinfo, a failing call ends the open with one line naming
  * the provider's domain (for dpdk, the device: the likely culprit) and what
  * the connections do instead. */
 
-/* protected by table_lock (slow path: opening endpoints) */
+/* Opening endpoints (slow path). open_lock is held for a whole open (one
+ * libfabric open at a time); table_lock only for short looks at the table
+ * (never while opening: a HELLO must not wait for an open of another
+ * provider). Order: open_lock, then table_lock. Entries are only appended
+ * (their index is stable), until a fork's child forgets them all. */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+/* protected by table_lock */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-	char name[STK_FAB_NAME_MAX];
+	char key[FAB_KEY_MAX];  /* the cfg name, "name@ip" for per-address providers */
+	char prov[STK_FAB_NAME_MAX];
+	struct fab_src src;     /* where a per-address provider listens */
+	bool pending;           /* not opened yet: the next stk_fab_get opens it */
+	bool bg_started;        /* a background open was started for it */
 	struct stk_fab *fab;    /* NULL with err set: failed, not retried */
 	int err;
 } table[FAB_MAX];
@@ -326,10 +356,73 @@ int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *
 	return 0;
 }
 
-int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr_t *out)
+#define SHM_DIR "/dev/shm"
+#define SHM_ADDR_PREFIX "fi_shm://"
+
+/* The region name of a shm address ("fi_shm://<pid>:<n>:<m>", NUL included)
+ * as a file name under SHM_DIR, or NULL when addr is not one. */
+static const char *shm_region_of(const void *addr, size_t len)
+{
+	const char *a = addr;
+	size_t plen = sizeof(SHM_ADDR_PREFIX) - 1;
+	if (len <= plen || memchr(a, '\0', len) == NULL || strncmp(a, SHM_ADDR_PREFIX, plen) != 0)
+		return NULL;
+	const char *name = a + plen;
+	if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return NULL;
+	return name;
+}
+
+/* The owner of the region named, -errno when it cannot be looked at. */
+static int shm_region_owner(const char *name, uid_t *owner)
+{
+	char path[sizeof(SHM_DIR) + STK_FAB_ADDR_MAX];
+	snprintf(path, sizeof(path), SHM_DIR "/%s", name);
+	struct stat st;
+	if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	*owner = st.st_uid;
+	return 0;
+}
+
+/* shm: a peer whose region has our region's owner (the regions are 0600, so
+ * only then can each side map the other's). 0 or -errno, logged at info the
+ * first time (a peer of another user is a normal event, not a fault). */
+static int shm_peer_allowed(const struct stk_fab *fab, const void *addr, size_t len)
+{
+	const char *name = shm_region_of(addr, len);
+	uid_t owner = 0;
+	int ret = name ? shm_region_owner(name, &owner) : -EINVAL;
+	if (ret == 0 && owner != fab->shm_owner)
+		ret = -EPERM;
+	if (ret == 0)
+		return 0;
+	static int logged;
+	if (__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED) == 0)
+		FSK_INFO("shm: peer address not used: %s (logged once; its connections use "
+			 "another provider or the kernel)",
+			 ret == -EPERM ? "its region belongs to another user"
+			 : ret == -EINVAL ? "not a region of this host's " SHM_DIR
+			 : strerror(-ret));
+	else
+		FSK_DBG("shm: peer address not used: %s", strerror(-ret));
+	return ret;
+}
+
+int stk_fab_peer_allowed(struct stk_fab *fab, const void *addr, size_t len)
 {
 	if (len > STK_FAB_ADDR_MAX)
 		return -EINVAL;
+	return fab->is_shm ? shm_peer_allowed(fab, addr, len) : 0;
+}
+
+int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr_t *out)
+{
+	int allowed = stk_fab_peer_allowed(fab, addr, len);
+	if (allowed)
+		return allowed;
 	pthread_mutex_lock(&fab->av_lock);
 	struct av_entry *free_slot = NULL, *idle = NULL;
 	for (unsigned i = 0; i < AV_CACHE_MAX; i++) {
@@ -377,6 +470,8 @@ int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr
 	}
 	pthread_mutex_unlock(&fab->av_lock);
 	if (ret != 1) {
+		/* a peer's address: its connection goes to the kernel, said at
+		 * info (the peer may be another user's, or gone) */
 		FSK_INFO("fi_av_insert on %s: %s", fab->name,
 			 ret < 0 ? stk_fi.strerror(-ret) : "address rejected");
 		return ret < 0 ? ret : -EINVAL;
@@ -409,8 +504,6 @@ void stk_fab_av_release(struct stk_fab *fab, fi_addr_t addr)
  * processes that no longer exist — or of a previous owner of our pid — are
  * reclaimed. A pid in another pid namespace is not ours to judge: /dev/shm is
  * per mount, so only a shared /dev/shm across pid namespaces could mislead it. */
-
-#define SHM_DIR "/dev/shm"
 
 /* The pid of a region name "<pid>:<n>:<m>", or -1 for any other name. */
 static long shm_region_pid(const char *name)
@@ -490,7 +583,81 @@ static void fab_close(struct stk_fab *fab)
 		} \
 	} while (0)
 
-static int fab_open(const char *name, struct stk_fab **out)
+static void fab_src_of(const struct sockaddr *local, struct fab_src *src)
+{
+	memset(src, 0, sizeof(*src));
+	if (!local)
+		return;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&src->addr;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&src->addr;
+	if (local->sa_family == AF_INET) {
+		memcpy(sin, local, sizeof(*sin));
+	} else if (local->sa_family == AF_INET6) {
+		memcpy(sin6, local, sizeof(*sin6));
+		if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
+			struct in_addr v4;
+			memcpy(&v4, &sin6->sin6_addr.s6_addr[12], sizeof(v4));
+			memset(&src->addr, 0, sizeof(src->addr));
+			sin->sin_family = AF_INET;
+			sin->sin_addr = v4;
+		}
+	} else {
+		return;
+	}
+	if (src->addr.ss_family == AF_INET) {
+		sin->sin_port = 0;
+		src->len = sizeof(*sin);
+		src->format = FI_SOCKADDR_IN;
+	} else {
+		sin6->sin6_port = 0;
+		sin6->sin6_flowinfo = 0;
+		src->len = sizeof(*sin6);
+		src->format = FI_SOCKADDR_IN6;
+	}
+}
+
+/* "name@ip" (a scoped IPv6 address with its interface index). */
+static void fab_key(const char *name, const struct fab_src *src, char key[FAB_KEY_MAX])
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)&src->addr;
+	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&src->addr;
+	if (src->addr.ss_family == AF_INET)
+		inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
+	else
+		inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
+	if (src->addr.ss_family == AF_INET6 && sin6->sin6_scope_id)
+		snprintf(key, FAB_KEY_MAX, "%s@%s%%%u", name, ip, (unsigned)sin6->sin6_scope_id);
+	else
+		snprintf(key, FAB_KEY_MAX, "%s@%s", name, ip);
+}
+
+bool stk_fab_per_address(const char *prov)
+{
+	static const char *const ip_listeners[] = { "tcp", "sockets", "udp", "verbs" };
+	for (size_t i = 0; i < sizeof(ip_listeners) / sizeof(ip_listeners[0]); i++)
+		if (strcmp(prov, ip_listeners[i]) == 0)
+			return true;
+	return false;
+}
+
+/* shm: the owner of our own region (fi_getname names it). */
+static void shm_note_owner(struct stk_fab *fab)
+{
+	fab->is_shm = true;
+	fab->shm_owner = geteuid();
+	uint8_t addr[STK_FAB_ADDR_MAX];
+	size_t len = sizeof(addr);
+	if (fi_getname(&fab->ep->fid, addr, &len) != 0 || len > sizeof(addr))
+		return;
+	const char *name = shm_region_of(addr, len);
+	uid_t owner;
+	if (name && shm_region_owner(name, &owner) == 0)
+		fab->shm_owner = owner;
+}
+
+static int fab_open(const char *name, const struct fab_src *src, const char *key,
+		    struct stk_fab **out)
 {
 	int ret = stk_fi_load();
 	if (ret)
@@ -518,12 +685,23 @@ static int fab_open(const char *name, struct stk_fab **out)
 	hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
 	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 	hints->fabric_attr->prov_name = strdup(name);
-	if (strcmp(name, "tcp") == 0) {
-		/* The provider's default source address (a concrete IP of this host).
-		 * Not the wildcard: rxm identifies peers by the name each side reports,
-		 * and 0.0.0.0 names make the two directions open separate connections,
-		 * which breaks send-after-send ordering (seen as sequence gaps). */
-		hints->addr_format = FI_SOCKADDR_IN;
+	if (src->len) {
+		/* An IP-addressed provider listens where the kernel connection's
+		 * local side is, never on the provider's default (the host's first
+		 * external address) nor the wildcard: an app bound to 127.0.0.1
+		 * gets no port elsewhere. A concrete address also keeps rxm's
+		 * names stable (rxm identifies peers by the name each side
+		 * reports; 0.0.0.0 names make the two directions open separate
+		 * connections, which breaks send-after-send ordering). */
+		hints->addr_format = src->format;
+		hints->src_addr = malloc(src->len);
+		if (!hints->src_addr) {
+			stk_fi.freeinfo(hints);
+			fab_close(fab);
+			return -ENOMEM;
+		}
+		memcpy(hints->src_addr, &src->addr, src->len);
+		hints->src_addrlen = src->len;
 	}
 	ret = stk_fi.getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &fab->info);
 	stk_fi.freeinfo(hints);
@@ -624,8 +802,10 @@ static int fab_open(const char *name, struct stk_fab **out)
 		if (ret)
 			goto fail;
 	}
+	if (strcmp(name, "shm") == 0)
+		shm_note_owner(fab);
 	FSK_INFO("%s: RDM endpoint open (provider %s, segment %zu, stream segment %zu, "
-		 "inject %zu%s, wait fd %d, order 0x%llx)", name, info->fabric_attr->prov_name,
+		 "inject %zu%s, wait fd %d, order 0x%llx)", key, info->fabric_attr->prov_name,
 		 fab->seg, fab->stream_seg, fab->inject, fab->gather ? " gathered" : "",
 		 fab->wait_fd, (unsigned long long)info->tx_attr->msg_order);
 	*out = fab;
@@ -635,41 +815,170 @@ fail:
 	return ret ? ret : -EIO;
 }
 
-int stk_fab_get(const char *prov, struct stk_fab **out)
+/* The table key and source address of prov for a connection whose local
+ * address is local. 0 or -errno. */
+static int fab_lookup_key(const char *prov, const struct sockaddr *local, struct fab_src *src,
+			  char key[FAB_KEY_MAX])
 {
-	pthread_mutex_lock(&table_lock);
-	for (unsigned i = 0; i < table_count; i++) {
-		if (strcmp(table[i].name, prov) == 0) {
-			*out = table[i].fab;
-			int err = table[i].err;
-			pthread_mutex_unlock(&table_lock);
-			return err;
-		}
-	}
-	if (table_count == FAB_MAX || strlen(prov) >= STK_FAB_NAME_MAX) {
-		pthread_mutex_unlock(&table_lock);
+	if (strlen(prov) >= STK_FAB_NAME_MAX)
 		return -ENOSPC;
+	memset(src, 0, sizeof(*src));
+	if (!stk_fab_per_address(prov)) {
+		snprintf(key, FAB_KEY_MAX, "%s", prov);
+		return 0;
 	}
-	struct stk_fab *fab = NULL;
+	fab_src_of(local, src);
+	if (!src->len)
+		return -EADDRNOTAVAIL;
+	fab_key(prov, src, key);
+	return 0;
+}
+
+/* The entry for key, appended (pending) when absent; -1 when the table is full.
+ * Called with table_lock held. */
+static int entry_of(const char *key, const char *prov, const struct fab_src *src)
+{
+	for (unsigned i = 0; i < table_count; i++)
+		if (strcmp(table[i].key, key) == 0)
+			return (int)i;
+	if (table_count == FAB_MAX)
+		return -1;
+	unsigned i = table_count++;
+	memset(&table[i], 0, sizeof(table[i]));
+	snprintf(table[i].key, FAB_KEY_MAX, "%s", key);
+	snprintf(table[i].prov, STK_FAB_NAME_MAX, "%s", prov);
+	table[i].src = *src;
+	table[i].pending = true;
+	return (int)i;
+}
+
+static bool exiting;            /* protected by open_lock: no open starts after */
+
+/* Open entry i if it is still pending. Called with neither lock held. */
+static void entry_open(unsigned i)
+{
+	pthread_mutex_lock(&open_lock);
+	pthread_mutex_lock(&table_lock);
+	bool pending = i < table_count && table[i].pending && !exiting;
+	char prov[STK_FAB_NAME_MAX], key[FAB_KEY_MAX];
+	struct fab_src src = table[i].src;
+	memcpy(prov, table[i].prov, sizeof(prov));
+	memcpy(key, table[i].key, sizeof(key));
+	pthread_mutex_unlock(&table_lock);
+	if (!pending) {
+		pthread_mutex_unlock(&open_lock);
+		return;
+	}
 	if (strcmp(prov, "shm") == 0) {
 		static bool exit_hook;
 		shm_unlink_regions(false);
 		if (!exit_hook)
 			exit_hook = atexit(shm_unlink_at_exit) == 0;
 	}
+	struct stk_fab *fab = NULL;
 	struct stk_fi_sigs *sigs = stk_fi_sigs_save();
 	stk_fi_enter();
-	int ret = fab_open(prov, &fab);
+	int ret = fab_open(prov, &src, key, &fab);
 	stk_fi_leave();
 	stk_fi_sigs_restore(sigs);
-	snprintf(table[table_count].name, STK_FAB_NAME_MAX, "%s", prov);
-	table[table_count].fab = ret ? NULL : fab;
-	table[table_count].err = ret;
-	table_count++;
+	pthread_mutex_lock(&table_lock);
+	table[i].fab = ret ? NULL : fab;
+	table[i].err = ret;
+	table[i].pending = false;
+	pthread_mutex_unlock(&table_lock);
+	pthread_mutex_unlock(&open_lock);
 	if (ret)
 		stk_count(STK_C_FAB_OPEN_FAILED);
-	*out = ret ? NULL : fab;
+}
+
+int stk_fab_load(void)
+{
+	/* the same guard as an open: libfabric's constructors and providers
+	 * install signal handlers (stk_fi.h) */
+	struct stk_fi_sigs *sigs = stk_fi_sigs_save();
+	stk_fi_enter();
+	int ret = stk_fi_load();
+	stk_fi_leave();
+	stk_fi_sigs_restore(sigs);
+	return ret;
+}
+
+int stk_fab_get(const char *prov, const struct sockaddr *local, struct stk_fab **out)
+{
+	*out = NULL;
+	struct fab_src src;
+	char key[FAB_KEY_MAX];
+	int ret = fab_lookup_key(prov, local, &src, key);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&table_lock);
+	int i = entry_of(key, prov, &src);
+	bool pending = i >= 0 && table[i].pending;
 	pthread_mutex_unlock(&table_lock);
+	if (i < 0)
+		return -ENOSPC;
+	if (pending)
+		entry_open((unsigned)i);
+	pthread_mutex_lock(&table_lock);
+	*out = table[i].fab;
+	ret = table[i].pending ? -ESHUTDOWN : table[i].err;
+	pthread_mutex_unlock(&table_lock);
+	return ret;
+}
+
+/* ---- opening in the background (stk_fab_get_ready) ---- */
+
+static void *bg_open_main(void *arg)
+{
+	entry_open((unsigned)(uintptr_t)arg);
+	return NULL;
+}
+
+/* atexit: libfabric's destructors must not run while a background open is
+ * inside it; the open holds open_lock, so taking it waits for its end (10 s
+ * at most, a safety net: an open takes well under a second). */
+#define BG_EXIT_WAIT_S 10
+
+static void bg_open_exit(void)
+{
+	struct timespec end;
+	clock_gettime(CLOCK_REALTIME, &end);
+	end.tv_sec += BG_EXIT_WAIT_S;
+	if (pthread_mutex_timedlock(&open_lock, &end) != 0)
+		return;
+	exiting = true;
+	pthread_mutex_unlock(&open_lock);
+}
+
+int stk_fab_get_ready(const char *prov, const struct sockaddr *local, struct stk_fab **out)
+{
+	*out = NULL;
+	struct fab_src src;
+	char key[FAB_KEY_MAX];
+	int ret = fab_lookup_key(prov, local, &src, key);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&table_lock);
+	int i = entry_of(key, prov, &src);
+	bool start = false;
+	if (i < 0) {
+		ret = -ENOSPC;
+	} else if (table[i].pending) {
+		start = !table[i].bg_started;
+		table[i].bg_started = true;
+		ret = -EAGAIN;
+	} else {
+		*out = table[i].fab;
+		ret = table[i].err;
+	}
+	static bool exit_hook;
+	if (start && !exit_hook)
+		exit_hook = atexit(bg_open_exit) == 0;
+	pthread_mutex_unlock(&table_lock);
+	if (start && (!exit_hook ||
+		      stk_thread_start(bg_open_main, (void *)(uintptr_t)i, 8u << 20) != 0))
+		FSK_DBG("%s: no background open (the next connection that needs it opens it)",
+			key);
 	return ret;
 }
 
@@ -688,12 +997,14 @@ void stk_fab_foreach_open(void (*fn)(struct stk_fab *fab, void *arg), void *arg)
 
 void stk_fab_atfork_prepare(void)
 {
+	pthread_mutex_lock(&open_lock);
 	pthread_mutex_lock(&table_lock);
 }
 
 void stk_fab_atfork_parent(void)
 {
 	pthread_mutex_unlock(&table_lock);
+	pthread_mutex_unlock(&open_lock);
 }
 
 void stk_fab_atfork_child(void)
@@ -705,4 +1016,5 @@ void stk_fab_atfork_child(void)
 	table_count = 0;
 	memset(table, 0, sizeof(table));
 	pthread_mutex_init(&table_lock, NULL);
+	pthread_mutex_init(&open_lock, NULL);
 }

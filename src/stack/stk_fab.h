@@ -51,8 +51,23 @@ struct stk_fab_buf {
 
 /* The endpoint for provider name (a cfg name: "shm", "tcp", ...), opened on first
  * use. The result is cached, failures too (a provider that failed once is not
- * retried in this process). Returns 0 or -errno (logged once). */
-int stk_fab_get(const char *prov, struct stk_fab **out);
+ * retried in this process). Returns 0 or -errno (logged once).
+ * A per-address provider (stk_fab_per_address) has one endpoint per local IP:
+ * local is the local address of the kernel connection that wants it, and the
+ * endpoint listens on that IP only (an ephemeral port), so a process never
+ * listens where its app did not communicate; -EADDRNOTAVAIL when local is
+ * NULL or not IPv4/IPv6. Other providers ignore local. */
+int stk_fab_get(const char *prov, const struct sockaddr *local, struct stk_fab **out);
+/* Load libfabric (once per process), as an open does: 0 or -errno. */
+int stk_fab_load(void);
+/* The same without waiting: when the endpoint is not open yet, -EAGAIN, and
+ * its open starts on a thread of ours (once per endpoint; the next caller
+ * finds it open or failed). For the server's HELLO: the client waits for it
+ * a few milliseconds only, and opening tcp takes longer. */
+int stk_fab_get_ready(const char *prov, const struct sockaddr *local, struct stk_fab **out);
+/* True for the providers that listen on IP ports (tcp, sockets, udp, verbs):
+ * opened per local address, when a connection chooses or is offered them. */
+bool stk_fab_per_address(const char *prov);
 
 const char *stk_fab_name(const struct stk_fab *fab);   /* cfg name, e.g. "tcp" */
 /* The provider's fi_info addr_format (FI_SOCKADDR_IN, FI_ADDR_STR, ...): how a
@@ -71,6 +86,11 @@ int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *
  * removal of one would unmap the other's peer under its sends). Callers pass
  * only addresses stk_peer_check() accepted. */
 int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr_t *out);
+/* Can a peer's address be used (stk_fab_av_insert checks it first)? 0 or
+ * -errno. shm: the address must name a region in /dev/shm owned by our own
+ * region's owner (a peer of another user cannot map our 0600 region, nor we
+ * its; libfabric would fail the insert half-way). Logged at info, once. */
+int stk_fab_peer_allowed(struct stk_fab *fab, const void *addr, size_t len);
 void stk_fab_av_release(struct stk_fab *fab, fi_addr_t addr);
 size_t stk_fab_seg_size(const struct stk_fab *fab);     /* max bytes per message */
 /* Max bytes per stream DATA message (header included): the segment, or the

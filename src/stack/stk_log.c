@@ -35,10 +35,12 @@ void stk_log_set_fd(int fd)
 }
 
 /* Open path and move the fd near the top of the fd space, out of the way of the
- * low numbers applications count on. */
+ * low numbers applications count on. A log the library creates is its user's
+ * alone (0600: it names peers, addresses and ports); an existing file keeps
+ * its mode. */
 static int open_high(const char *path, struct stat *st)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	struct rlimit rl;
