@@ -60,6 +60,10 @@ size_t pl_leftover_count(const struct stk_sock *sock);
 /* fd (0, 1 or 2) was just made a copy of a tracked socket: stdio's standard
  * streams reach it behind the wrappers' back (pl_wrap_bypass.c). */
 void pl_std_stream(int fd);
+/* Before an exec: a memfd holding the socket bytes pl_std_stream pushed into
+ * stdin that stdin has not read yet (the new image reads them from fd 0
+ * first), or -1. */
+int pl_stdin_pushed_fd(void);
 
 /* At start-up (pl_init): take over the unread bytes of migrated connections an
  * exec handed down (FABSOCK_INHERIT, see pl_wrap_proc.c). */

@@ -111,6 +111,13 @@ static void migrate_inherited(struct inherit *in)
 		fds[n] = fd;
 		socks[n++] = sock; /* the fd keeps it alive: we are about to exec */
 	}
+	int pushed = in ? pl_stdin_pushed_fd() : -1;
+	if (pushed >= 0) {
+		int fl = PL_REAL(fcntl)(0, F_GETFD);
+		if (fl >= 0 && !(fl & FD_CLOEXEC))
+			inherit_add(in, 0, pushed);
+		PL_REAL(close)(pushed);
+	}
 	if (n) {
 		pl_enter();
 		stk_accel_migrate(socks, n, STK_MIGRATE_REASON_EXEC);

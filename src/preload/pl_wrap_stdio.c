@@ -19,6 +19,10 @@ extern int __vsnprintf_chk(char *s, size_t maxlen, int flag, size_t slen, const 
 int dprintf(int fd, const char *fmt, ...);
 int __dprintf_chk(int fd, int flag, const char *fmt, ...);
 
+/* Bytes pushed into stdin by pl_std_stream and not known to be read: an exec
+ * hands down what stdin has not read of them (pl_stdin_pushed_fd). */
+static size_t stdin_pushed;
+
 /* Push the leftover bytes back into fp (glibc's ungetc takes any number), so
  * that stdio reads them before the kernel's. Returns true when all went. */
 static bool leftover_to_file(struct stk_sock *sock, FILE *fp)
@@ -33,8 +37,11 @@ static bool leftover_to_file(struct stk_sock *sock, FILE *fp)
 	size_t pushed = 0;
 	while (pushed < n && ungetc(buf[n - 1 - pushed], fp) != EOF)
 		pushed++;
-	if (pushed == n) /* now the FILE's: taken from the stack */
+	if (pushed == n) { /* now the FILE's: taken from the stack */
 		stk_leftover_take(sock->conn->left, buf, n, false);
+		if (fp == stdin)
+			stdin_pushed = n;
+	}
 	else /* undo: the bytes stay readable through the fd */
 		while (pushed-- > 0)
 			fgetc(fp);
@@ -82,6 +89,29 @@ void pl_std_stream(int fd)
 	    (fd == 0 ? leftover_to_file(sock, stdin) : pl_leftover_count(sock) == 0))
 		pl_untrack(fd);
 	errno = saved_errno;
+}
+
+/* glibc keeps pushed-back bytes in a backup area: [_IO_read_ptr, _IO_read_end)
+ * while _IO_IN_BACKUP is set (the FILE layout is glibc's public ABI). The
+ * unread ones among those pl_std_stream pushed go to the exec'd image, as a
+ * leftover handed down (FABSOCK_INHERIT) — an inetd-style server dup2s the
+ * connection onto fd 0 and execs its handler. A memfd (close-on-exec) or -1. */
+#define PL_IO_IN_BACKUP 0x100
+int pl_stdin_pushed_fd(void)
+{
+	if (stdin_pushed == 0 || !(stdin->_flags & PL_IO_IN_BACKUP) ||
+	    stdin->_IO_read_end <= stdin->_IO_read_ptr)
+		return -1;
+	size_t unread = (size_t)(stdin->_IO_read_end - stdin->_IO_read_ptr);
+	if (unread > stdin_pushed)
+		unread = stdin_pushed; /* more is the program's own push-back */
+	int fd = -1;
+	pl_enter();
+	struct stk_leftover *left = stk_leftover_new((const uint8_t *)stdin->_IO_read_ptr,
+						     unread, 0, unread, &fd);
+	stk_leftover_free(left); /* the memfd keeps the bytes */
+	pl_leave();
+	return fd;
 }
 
 /* ---- dprintf ---- */
