@@ -384,6 +384,8 @@ static ssize_t recv_oob(struct stk_conn *conn, void *buf, size_t len, int flags)
 
 static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field,
 		       const void *payload, size_t plen, bool tracked);
+static int post_raw_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field,
+			   const void *payload, size_t plen, bool tracked);
 static int cork_flush_locked(struct stk_conn *conn);
 static void migrated_locked(struct stk_conn *conn);
 static void changed(struct stk_conn *conn);
@@ -757,8 +759,12 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 static void announce_again_locked(struct stk_conn *conn)
 {
 	__atomic_store_n(&conn->sleep_announced, false, __ATOMIC_SEQ_CST);
+	/* Raw: this runs inside the post of that message, which may be the
+	 * staged bytes' own (cork_flush_locked has not cleared the stage yet);
+	 * post_locked would send them a second time. Nothing staged can be
+	 * owed before this SLEEP: the message just posted came after them. */
 	if (__atomic_load_n(&conn->sleepers, __ATOMIC_SEQ_CST) > 0 &&
-	    post_locked(conn, STK_MSG_SLEEP, conn->rx_seq, NULL, 0, false) == 0)
+	    post_raw_locked(conn, STK_MSG_SLEEP, conn->rx_seq, NULL, 0, false) == 0)
 		__atomic_store_n(&conn->sleep_announced, true, __ATOMIC_SEQ_CST);
 	changed(conn);
 }
