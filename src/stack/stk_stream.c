@@ -842,12 +842,38 @@ static int post_raw_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_f
 	if (__builtin_expect(conn->bell_owed != BELL_OWED_NONE, 0))
 		bell_owed_clear(conn);
 	if (wakes) {
-		conn->tx_wake_seq = conn->tx_seq;
+		/* atomic: catch_up reads it without the lock */
+		__atomic_store_n(&conn->tx_wake_seq, conn->tx_seq, __ATOMIC_RELAXED);
 		/* the peer clears its mark on this message: announce again */
 		if (__builtin_expect(conn->sleep_announced, 0))
 			announce_again_locked(conn);
 	}
 	return 0;
+}
+
+/* How many batches catch_up takes at most: every receive buffer (and as many
+ * send completions) several times over. */
+#define CATCH_UP_BATCHES 16
+
+/* After an app call that posted a message that matters (tx_wake_seq moved
+ * from wake_seq; no lock held): take what has arrived for us, a SLEEP of the
+ * peer among it, so that a peer asleep since before that post is rung now
+ * (peer_sleeps_locked) and not at our next call, which an app busy elsewhere
+ * may not make for seconds (stk_stream.h, "Sleeping"). Every completion
+ * pending is taken: the SLEEP may sit behind a window of unread data. Only
+ * without a wait fd: there the peer sleeps on its own CQ's. */
+static void catch_up(struct stk_conn *conn, uint32_t wake_seq)
+{
+	if (__atomic_load_n(&conn->tx_wake_seq, __ATOMIC_RELAXED) == wake_seq ||
+	    __atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+		return;
+	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
+	if (!fab || stk_fab_wait_fd(fab) >= 0)
+		return;
+	for (int i = 0; i < CATCH_UP_BATCHES && stk_fab_progress(fab) > 0; i++)
+		;
+	if (__builtin_expect(__atomic_load_n(&replies_pending, __ATOMIC_RELAXED) != 0, 0))
+		answer_pending();
 }
 
 /* Post one message (lock held), after the staged bytes (stk_cork.h: they
@@ -889,9 +915,12 @@ bool stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than)
 	if (older_than && __atomic_load_n(&conn->cork_since, __ATOMIC_RELAXED) > older_than)
 		return false;
 	pthread_mutex_lock(&conn->lock);
+	uint32_t wake_seq = conn->tx_wake_seq;
 	bool posted = conn->cork_len && (!older_than || conn->cork_since <= older_than) &&
 		      cork_flush_locked(conn) == 0;
 	pthread_mutex_unlock(&conn->lock);
+	/* the app may be idle outside the library: its peer's SLEEP is ours to see */
+	catch_up(conn, wake_seq);
 	/* A provider with manual progress (tcp) moves the message only when driven,
 	 * and the app may be asleep on the wait fd, which a posted send does not
 	 * wake: drive it once (its completions then wake the app as usual). */
@@ -1259,8 +1288,10 @@ ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
 		return stk_migrated_send(conn, buf, len, flags);
 	struct block_wait bw = { .ready = false };
 	bool to_kernel = false;
+	uint32_t wake_seq = __atomic_load_n(&conn->tx_wake_seq, __ATOMIC_RELAXED);
 	ssize_t ret = send_loop(conn, buf, len, flags, &bw, &to_kernel);
 	stk_ready_restore_signals(&bw.sigs);
+	catch_up(conn, wake_seq);
 	if (to_kernel && (size_t)ret < len &&
 	    !(ret > 0 && (conn->nonblock || (flags & MSG_DONTWAIT)))) {
 		ssize_t k = stk_migrated_send(conn, (const uint8_t *)buf + ret, len - (size_t)ret,
@@ -1345,8 +1376,10 @@ ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
 		return recv_oob(conn, buf, len, flags);
 	struct block_wait bw = { .ready = false };
 	bool to_kernel = false;
+	uint32_t wake_seq = __atomic_load_n(&conn->tx_wake_seq, __ATOMIC_RELAXED);
 	ssize_t ret = recv_loop(conn, buf, len, flags, &bw, &to_kernel);
 	stk_ready_restore_signals(&bw.sigs);
+	catch_up(conn, wake_seq); /* a credit (or staged bytes) went out */
 	if (to_kernel && (ret == 0 || ((flags & MSG_WAITALL) && !(flags & MSG_PEEK) &&
 				       (size_t)ret < len))) {
 		ssize_t k = stk_migrated_recv(conn, (uint8_t *)buf + ret, len - (size_t)ret,
@@ -1472,7 +1505,10 @@ int stk_shutdown(struct stk_conn *conn, int how)
 	pthread_mutex_unlock(&conn->lock);
 	if (!need)
 		return 0;
-	return post_control(conn, STK_MSG_FIN, false);
+	uint32_t wake_seq = __atomic_load_n(&conn->tx_wake_seq, __ATOMIC_RELAXED);
+	int ret = post_control(conn, STK_MSG_FIN, false);
+	catch_up(conn, wake_seq);
+	return ret;
 }
 
 int stk_conn_handshake_step(struct stk_conn *conn, bool *posted)

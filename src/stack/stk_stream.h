@@ -46,6 +46,12 @@
  * Races, and why they are covered:
  *  - a message sent before the peer processes our SLEEP but not seen by us when
  *    we sent it: the peer's count of sent messages is beyond len: it rings;
+ *    and it processes it before the call that sent the message returns (a
+ *    call that posted a message that matters takes what has arrived, all of
+ *    it: the SLEEP may sit behind a window of data the app has not read), not
+ *    at its next call, which an app busy elsewhere may not make for seconds.
+ *    A SLEEP posted after that look found the message already there (shm
+ *    queues a post at once), so its sleeper's last look sees it;
  *  - one sent after: the mark; the announcement is made, then readiness checked
  *    once more, then we sleep: a ring at any point leaves the byte readable;
  *  - both ends go to sleep at once: each SLEEP is not a message that matters,
