@@ -86,7 +86,7 @@ static void bell_owed_clear(struct stk_conn *conn)
 {
 	if (conn->bell_owed == BELL_OWED_QUEUED)
 		__atomic_fetch_sub(&replies_pending, 1, __ATOMIC_RELAXED);
-	conn->bell_owed = BELL_OWED_NONE;
+	__atomic_store_n(&conn->bell_owed, BELL_OWED_NONE, __ATOMIC_RELAXED);
 }
 
 static void progress(struct stk_conn *conn)
@@ -570,7 +570,7 @@ static void peer_migrates_locked(struct stk_conn *conn)
 	if (send_migrate_locked(conn) == 0) {
 		stk_migrate_note(conn, STK_MIGRATE_REASON_PEER);
 	} else if (!conn->mig_reply) {
-		conn->mig_reply = true;
+		__atomic_store_n(&conn->mig_reply, true, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&replies_pending, 1, __ATOMIC_RELAXED);
 	}
 }
@@ -607,7 +607,7 @@ static void answer_pending(void)
 				post_locked(conn, STK_MSG_BELL, 0, NULL, 0, false); /* clears it */
 		}
 		if (conn->mig_reply && send_migrate_locked(conn) == 0) {
-			conn->mig_reply = false;
+			__atomic_store_n(&conn->mig_reply, false, __ATOMIC_RELAXED);
 			__atomic_fetch_sub(&replies_pending, 1, __ATOMIC_RELAXED);
 			stk_migrate_note(conn, STK_MIGRATE_REASON_PEER);
 		}
@@ -645,7 +645,7 @@ static void ring_locked(struct stk_conn *conn)
 		return;
 	conn->bells_tx++;
 	if (conn->bell_owed == BELL_OWED_NONE)
-		conn->bell_owed = BELL_OWED;
+		__atomic_store_n(&conn->bell_owed, BELL_OWED, __ATOMIC_RELAXED);
 	stk_count(STK_C_DOORBELLS);
 }
 
@@ -832,7 +832,8 @@ static int post_raw_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_f
 	}
 	if (ret) {
 		if (__builtin_expect(conn->bell_owed == BELL_OWED, 0)) {
-			conn->bell_owed = BELL_OWED_QUEUED; /* the next progress posts a BELL */
+			/* the next progress posts a BELL */
+			__atomic_store_n(&conn->bell_owed, BELL_OWED_QUEUED, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&replies_pending, 1, __ATOMIC_RELAXED);
 		}
 		return ret == -FI_EAGAIN ? -EAGAIN : ret;

@@ -171,7 +171,9 @@ struct stk_conn {
 	bool mig_tx;              /* our MIGRATE is sent: we write on the kernel */
 	bool mig_rx;              /* the peer's MIGRATE arrived (or will never come):
 				   * no more fabric data; after the ring, the kernel */
-	bool mig_reply;           /* the peer asked: send our MIGRATE (pending) */
+	bool mig_reply;           /* the peer asked: send our MIGRATE (pending);
+				   * stored atomically: answer_pending reads it first
+				   * without the lock */
 	bool migrated;            /* atomic: both done, ring moved to left; no
 				   * fabric state is used any more */
 	bool kernel_only;         /* atomic: migrated and left is empty: a plain
@@ -189,7 +191,8 @@ struct stk_conn {
 				   * on every change (protected by lock) */
 	uint8_t bell_owed;        /* a byte written, no message counted it yet:
 				   * BELL_OWED (a post follows), BELL_OWED_QUEUED
-				   * (that post failed: answer_pending posts a BELL) */
+				   * (that post failed: answer_pending posts a BELL);
+				   * stored atomically, as mig_reply */
 	uint16_t bells_tx;        /* doorbell bytes we wrote on the kernel connection */
 	uint16_t bells_seen;      /* the peer's count from its latest message */
 	uint16_t bells_rx;        /* doorbell bytes we consumed */
