@@ -15,6 +15,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
@@ -78,6 +79,7 @@ static void sleep_ns(uint64_t ns)
  * retried after every progress while non-zero. */
 static int replies_pending;
 static void answer_pending(void);
+static void answer_pending_barrier(void);
 
 enum { BELL_OWED_NONE, BELL_OWED, BELL_OWED_QUEUED }; /* stk_conn.bell_owed */
 
@@ -243,7 +245,7 @@ static void quiesce_one(struct stk_fab *fab, void *arg)
 void stk_conn_destroy(struct stk_conn *conn)
 {
 	pthread_mutex_lock(&table_lock);
-	__atomic_store_n(&conn_table[conn->slot], NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&conn_table[conn->slot], NULL, __ATOMIC_SEQ_CST); /* answer_pending */
 	pthread_mutex_unlock(&table_lock);
 	/* A delivery may have loaded the pointer just before: wait it out on every
 	 * endpoint (the connection may not have chosen one yet). */
@@ -254,6 +256,7 @@ void stk_conn_destroy(struct stk_conn *conn)
 		stk_fab_foreach_open(quiesce_one, NULL);
 	}
 	stk_cork_barrier(); /* a flusher may hold it */
+	answer_pending_barrier();
 	if (conn->cork_len)
 		stk_cork_unmark(conn->slot); /* unsent: the conn was reset */
 	free_conn(conn);
@@ -588,14 +591,19 @@ static void peer_gone_answers_locked(struct stk_conn *conn)
 	}
 }
 
-static int answering; /* one thread scans for pending answers at a time */
+/* One thread scans for pending answers at a time. The scan holds no lock
+ * while it looks at a connection (progress calls it outside the CQ lock), so
+ * stk_conn_destroy, once the connection is out of the table, waits for a scan
+ * in course to end before freeing it (Dekker: the scan sets the flag, then
+ * reads the table; destroy clears the slot, then reads the flag). */
+static int answering;
 
 static void answer_pending(void)
 {
-	if (__atomic_exchange_n(&answering, 1, __ATOMIC_ACQUIRE))
+	if (__atomic_exchange_n(&answering, 1, __ATOMIC_SEQ_CST))
 		return;
 	for (uint32_t slot = 0; slot < STK_CONN_MAX; slot++) {
-		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
+		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_SEQ_CST);
 		if (!conn || (!__atomic_load_n(&conn->mig_reply, __ATOMIC_RELAXED) &&
 			      __atomic_load_n(&conn->bell_owed, __ATOMIC_RELAXED) != BELL_OWED_QUEUED))
 			continue;
@@ -614,6 +622,13 @@ static void answer_pending(void)
 		pthread_mutex_unlock(&conn->lock);
 	}
 	__atomic_store_n(&answering, 0, __ATOMIC_RELEASE);
+}
+
+/* A connection just left the table: wait out a scan that may hold it. */
+static void answer_pending_barrier(void)
+{
+	while (__atomic_load_n(&answering, __ATOMIC_SEQ_CST))
+		sched_yield();
 }
 
 static void protocol_reset(struct stk_conn *conn, const char *why)

@@ -40,8 +40,10 @@ pair() {
 	grep -h '^ok' "$tmp/cli.out" "$tmp/srv.out" | sed "s/^/$name: /"
 	[ $crc -eq 0 ] && [ $src -eq 0 ] || {
 		echo "FAIL: $name: client $crc server $src"
-		grep -av 'info: counter' "$tmp/cli.log" | tail -n 5
-		grep -av 'info: counter' "$tmp/srv.log" | tail -n 5
+		for side in cli srv; do
+			echo "--- $side:"
+			grep -a 'duplex:\|warn\|error\|ThreadSanitizer\|SUMMARY' "$tmp/$side.log" | head -n 30
+		done
 		return 1
 	}
 	for side in cli srv; do
