@@ -886,8 +886,7 @@ static void catch_up(struct stk_conn *conn, uint32_t wake_seq)
 	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
 	if (!fab || stk_fab_wait_fd(fab) >= 0)
 		return;
-	for (int i = 0; i < CATCH_UP_BATCHES && stk_fab_progress(fab) > 0; i++)
-		;
+	stk_fab_progress_all(fab, CATCH_UP_BATCHES);
 	if (__builtin_expect(__atomic_load_n(&replies_pending, __ATOMIC_RELAXED) != 0, 0))
 		answer_pending();
 }
