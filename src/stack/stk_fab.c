@@ -257,6 +257,20 @@ static void complete(struct stk_fab *fab, void *context, uint64_t flags, size_t 
 	stk_fab_buf_put(fab, buf);
 }
 
+static size_t batch_size(void)
+{
+	size_t batch = stk_cfg.batch ? stk_cfg.batch : 16;
+	return batch > BATCH_MAX ? BATCH_MAX : batch;
+}
+
+void stk_fab_progress_all(struct stk_fab *fab, unsigned max_batches)
+{
+	size_t batch = batch_size();
+	for (unsigned i = 0; i < max_batches; i++)
+		if ((size_t)stk_fab_progress(fab) < batch)
+			return;
+}
+
 int stk_fab_progress(struct stk_fab *fab)
 {
 	if (pthread_mutex_trylock(&fab->cq_lock) != 0)
@@ -268,9 +282,7 @@ int stk_fab_progress(struct stk_fab *fab)
 		post_rx(fab, &fab->bufs[fab->repost[i]]);
 
 	struct fi_cq_msg_entry ev[BATCH_MAX];
-	size_t batch = stk_cfg.batch ? stk_cfg.batch : 16;
-	if (batch > BATCH_MAX)
-		batch = BATCH_MAX;
+	size_t batch = batch_size();
 	int handled = 0;
 	ssize_t n = fi_cq_read(fab->cq, ev, batch);
 	if (n > 0) {

@@ -136,6 +136,9 @@ int stk_fab_inject2(struct stk_fab *fab, const void *hdr, size_t hlen, const voi
 /* Drain up to stk_cfg.batch completions. Returns the number handled (0 when the
  * CQ was empty or another thread held it). */
 int stk_fab_progress(struct stk_fab *fab);
+/* Drain the CQ: batches until one is not full (or the CQ is another thread's
+ * now), max_batches at most. */
+void stk_fab_progress_all(struct stk_fab *fab, unsigned max_batches);
 /* Wait until no thread is inside a delivery that began before this call. */
 void stk_fab_quiesce(struct stk_fab *fab);
 

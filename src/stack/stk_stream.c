@@ -15,6 +15,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
@@ -78,6 +79,7 @@ static void sleep_ns(uint64_t ns)
  * retried after every progress while non-zero. */
 static int replies_pending;
 static void answer_pending(void);
+static void answer_pending_barrier(void);
 
 enum { BELL_OWED_NONE, BELL_OWED, BELL_OWED_QUEUED }; /* stk_conn.bell_owed */
 
@@ -86,7 +88,7 @@ static void bell_owed_clear(struct stk_conn *conn)
 {
 	if (conn->bell_owed == BELL_OWED_QUEUED)
 		__atomic_fetch_sub(&replies_pending, 1, __ATOMIC_RELAXED);
-	conn->bell_owed = BELL_OWED_NONE;
+	__atomic_store_n(&conn->bell_owed, BELL_OWED_NONE, __ATOMIC_RELAXED);
 }
 
 static void progress(struct stk_conn *conn)
@@ -257,7 +259,7 @@ static void quiesce_one(struct stk_fab *fab, void *arg)
 void stk_conn_destroy(struct stk_conn *conn)
 {
 	pthread_mutex_lock(&table_lock);
-	__atomic_store_n(&conn_table[conn->slot], NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&conn_table[conn->slot], NULL, __ATOMIC_SEQ_CST); /* answer_pending */
 	pthread_mutex_unlock(&table_lock);
 	/* A delivery may have loaded the pointer just before: wait it out on every
 	 * endpoint (the connection may not have chosen one yet). */
@@ -268,6 +270,7 @@ void stk_conn_destroy(struct stk_conn *conn)
 		stk_fab_foreach_open(quiesce_one, NULL);
 	}
 	stk_cork_barrier(); /* a flusher may hold it */
+	answer_pending_barrier();
 	if (conn->cork_len)
 		stk_cork_unmark(conn->slot); /* unsent: the conn was reset */
 	free_conn(conn);
@@ -398,6 +401,8 @@ static ssize_t recv_oob(struct stk_conn *conn, void *buf, size_t len, int flags)
 
 static int post_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field,
 		       const void *payload, size_t plen, bool tracked);
+static int post_raw_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_field,
+			   const void *payload, size_t plen, bool tracked);
 static int cork_flush_locked(struct stk_conn *conn);
 static void migrated_locked(struct stk_conn *conn);
 static void changed(struct stk_conn *conn);
@@ -582,7 +587,7 @@ static void peer_migrates_locked(struct stk_conn *conn)
 	if (send_migrate_locked(conn) == 0) {
 		stk_migrate_note(conn, STK_MIGRATE_REASON_PEER);
 	} else if (!conn->mig_reply) {
-		conn->mig_reply = true;
+		__atomic_store_n(&conn->mig_reply, true, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&replies_pending, 1, __ATOMIC_RELAXED);
 	}
 }
@@ -600,14 +605,19 @@ static void peer_gone_answers_locked(struct stk_conn *conn)
 	}
 }
 
-static int answering; /* one thread scans for pending answers at a time */
+/* One thread scans for pending answers at a time. The scan holds no lock
+ * while it looks at a connection (progress calls it outside the CQ lock), so
+ * stk_conn_destroy, once the connection is out of the table, waits for a scan
+ * in course to end before freeing it (Dekker: the scan sets the flag, then
+ * reads the table; destroy clears the slot, then reads the flag). */
+static int answering;
 
 static void answer_pending(void)
 {
-	if (__atomic_exchange_n(&answering, 1, __ATOMIC_ACQUIRE))
+	if (__atomic_exchange_n(&answering, 1, __ATOMIC_SEQ_CST))
 		return;
 	for (uint32_t slot = 0; slot < STK_CONN_MAX; slot++) {
-		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_ACQUIRE);
+		struct stk_conn *conn = __atomic_load_n(&conn_table[slot], __ATOMIC_SEQ_CST);
 		if (!conn || (!__atomic_load_n(&conn->mig_reply, __ATOMIC_RELAXED) &&
 			      __atomic_load_n(&conn->bell_owed, __ATOMIC_RELAXED) != BELL_OWED_QUEUED))
 			continue;
@@ -619,13 +629,20 @@ static void answer_pending(void)
 				post_locked(conn, STK_MSG_BELL, 0, NULL, 0, false); /* clears it */
 		}
 		if (conn->mig_reply && send_migrate_locked(conn) == 0) {
-			conn->mig_reply = false;
+			__atomic_store_n(&conn->mig_reply, false, __ATOMIC_RELAXED);
 			__atomic_fetch_sub(&replies_pending, 1, __ATOMIC_RELAXED);
 			stk_migrate_note(conn, STK_MIGRATE_REASON_PEER);
 		}
 		pthread_mutex_unlock(&conn->lock);
 	}
 	__atomic_store_n(&answering, 0, __ATOMIC_RELEASE);
+}
+
+/* A connection just left the table: wait out a scan that may hold it. */
+static void answer_pending_barrier(void)
+{
+	while (__atomic_load_n(&answering, __ATOMIC_SEQ_CST))
+		sched_yield();
 }
 
 static void protocol_reset(struct stk_conn *conn, const char *why)
@@ -657,7 +674,7 @@ static void ring_locked(struct stk_conn *conn)
 		return;
 	conn->bells_tx++;
 	if (conn->bell_owed == BELL_OWED_NONE)
-		conn->bell_owed = BELL_OWED;
+		__atomic_store_n(&conn->bell_owed, BELL_OWED, __ATOMIC_RELAXED);
 	stk_count(STK_C_DOORBELLS);
 }
 
@@ -764,8 +781,12 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 static void announce_again_locked(struct stk_conn *conn)
 {
 	__atomic_store_n(&conn->sleep_announced, false, __ATOMIC_SEQ_CST);
+	/* Raw: this runs inside the post of that message, which may be the
+	 * staged bytes' own (cork_flush_locked has not cleared the stage yet);
+	 * post_locked would send them a second time. Nothing staged can be
+	 * owed before this SLEEP: the message just posted came after them. */
 	if (__atomic_load_n(&conn->sleepers, __ATOMIC_SEQ_CST) > 0 &&
-	    post_locked(conn, STK_MSG_SLEEP, conn->rx_seq, NULL, 0, false) == 0)
+	    post_raw_locked(conn, STK_MSG_SLEEP, conn->rx_seq, NULL, 0, false) == 0)
 		__atomic_store_n(&conn->sleep_announced, true, __ATOMIC_SEQ_CST);
 	changed(conn);
 }
@@ -833,7 +854,8 @@ static int post_raw_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_f
 	}
 	if (ret) {
 		if (__builtin_expect(conn->bell_owed == BELL_OWED, 0)) {
-			conn->bell_owed = BELL_OWED_QUEUED; /* the next progress posts a BELL */
+			/* the next progress posts a BELL */
+			__atomic_store_n(&conn->bell_owed, BELL_OWED_QUEUED, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&replies_pending, 1, __ATOMIC_RELAXED);
 		}
 		return ret == -FI_EAGAIN ? -EAGAIN : ret;
@@ -843,12 +865,37 @@ static int post_raw_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_f
 	if (__builtin_expect(conn->bell_owed != BELL_OWED_NONE, 0))
 		bell_owed_clear(conn);
 	if (wakes) {
-		conn->tx_wake_seq = conn->tx_seq;
+		/* atomic: catch_up reads it without the lock */
+		__atomic_store_n(&conn->tx_wake_seq, conn->tx_seq, __ATOMIC_RELAXED);
 		/* the peer clears its mark on this message: announce again */
 		if (__builtin_expect(conn->sleep_announced, 0))
 			announce_again_locked(conn);
 	}
 	return 0;
+}
+
+/* How many batches catch_up takes at most: every receive buffer (and as many
+ * send completions) several times over. */
+#define CATCH_UP_BATCHES 16
+
+/* After an app call that posted a message that matters (tx_wake_seq moved
+ * from wake_seq; no lock held): take what has arrived for us, a SLEEP of the
+ * peer among it, so that a peer asleep since before that post is rung now
+ * (peer_sleeps_locked) and not at our next call, which an app busy elsewhere
+ * may not make for seconds (stk_stream.h, "Sleeping"). Every completion
+ * pending is taken: the SLEEP may sit behind a window of unread data. Only
+ * without a wait fd: there the peer sleeps on its own CQ's. */
+static void catch_up(struct stk_conn *conn, uint32_t wake_seq)
+{
+	if (__atomic_load_n(&conn->tx_wake_seq, __ATOMIC_RELAXED) == wake_seq ||
+	    __atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+		return;
+	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
+	if (!fab || stk_fab_wait_fd(fab) >= 0)
+		return;
+	stk_fab_progress_all(fab, CATCH_UP_BATCHES);
+	if (__builtin_expect(__atomic_load_n(&replies_pending, __ATOMIC_RELAXED) != 0, 0))
+		answer_pending();
 }
 
 /* Post one message (lock held), after the staged bytes (stk_cork.h: they
@@ -890,9 +937,12 @@ bool stk_conn_cork_flush(struct stk_conn *conn, uint64_t older_than)
 	if (older_than && __atomic_load_n(&conn->cork_since, __ATOMIC_RELAXED) > older_than)
 		return false;
 	pthread_mutex_lock(&conn->lock);
+	uint32_t wake_seq = conn->tx_wake_seq;
 	bool posted = conn->cork_len && (!older_than || conn->cork_since <= older_than) &&
 		      cork_flush_locked(conn) == 0;
 	pthread_mutex_unlock(&conn->lock);
+	/* the app may be idle outside the library: its peer's SLEEP is ours to see */
+	catch_up(conn, wake_seq);
 	/* A provider with manual progress (tcp) moves the message only when driven,
 	 * and the app may be asleep on the wait fd, which a posted send does not
 	 * wake: drive it once (its completions then wake the app as usual). */
@@ -1263,8 +1313,10 @@ ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
 		return stk_migrated_send(conn, buf, len, flags);
 	struct block_wait bw = { .ready = false };
 	bool to_kernel = false;
+	uint32_t wake_seq = __atomic_load_n(&conn->tx_wake_seq, __ATOMIC_RELAXED);
 	ssize_t ret = send_loop(conn, buf, len, flags, &bw, &to_kernel);
 	stk_ready_restore_signals(&bw.sigs);
+	catch_up(conn, wake_seq);
 	if (to_kernel && (size_t)ret < len &&
 	    !(ret > 0 && (conn->nonblock || (flags & MSG_DONTWAIT)))) {
 		ssize_t k = stk_migrated_send(conn, (const uint8_t *)buf + ret, len - (size_t)ret,
@@ -1382,8 +1434,10 @@ ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
 		return recv_oob(conn, buf, len, flags);
 	struct block_wait bw = { .ready = false };
 	bool to_kernel = false;
+	uint32_t wake_seq = __atomic_load_n(&conn->tx_wake_seq, __ATOMIC_RELAXED);
 	ssize_t ret = recv_loop(conn, buf, len, flags, &bw, &to_kernel);
 	stk_ready_restore_signals(&bw.sigs);
+	catch_up(conn, wake_seq); /* a credit (or staged bytes) went out */
 	if (to_kernel && (ret == 0 || ((flags & MSG_WAITALL) && !(flags & MSG_PEEK) &&
 				       (size_t)ret < len))) {
 		ssize_t k = stk_migrated_recv(conn, (uint8_t *)buf + ret, len - (size_t)ret,
@@ -1500,7 +1554,10 @@ int stk_shutdown(struct stk_conn *conn, int how)
 	pthread_mutex_unlock(&conn->lock);
 	if (!need)
 		return 0;
-	return post_control(conn, STK_MSG_FIN, false);
+	uint32_t wake_seq = __atomic_load_n(&conn->tx_wake_seq, __ATOMIC_RELAXED);
+	int ret = post_control(conn, STK_MSG_FIN, false);
+	catch_up(conn, wake_seq);
+	return ret;
 }
 
 int stk_conn_handshake_step(struct stk_conn *conn, bool *posted, bool answer_only)

@@ -46,6 +46,12 @@
  * Races, and why they are covered:
  *  - a message sent before the peer processes our SLEEP but not seen by us when
  *    we sent it: the peer's count of sent messages is beyond len: it rings;
+ *    and it processes it before the call that sent the message returns (a
+ *    call that posted a message that matters takes what has arrived, all of
+ *    it: the SLEEP may sit behind a window of data the app has not read), not
+ *    at its next call, which an app busy elsewhere may not make for seconds.
+ *    A SLEEP posted after that look found the message already there (shm
+ *    queues a post at once), so its sleeper's last look sees it;
  *  - one sent after: the mark; the announcement is made, then readiness checked
  *    once more, then we sleep: a ring at any point leaves the byte readable;
  *  - both ends go to sleep at once: each SLEEP is not a message that matters,
@@ -165,7 +171,9 @@ struct stk_conn {
 	bool mig_tx;              /* our MIGRATE is sent: we write on the kernel */
 	bool mig_rx;              /* the peer's MIGRATE arrived (or will never come):
 				   * no more fabric data; after the ring, the kernel */
-	bool mig_reply;           /* the peer asked: send our MIGRATE (pending) */
+	bool mig_reply;           /* the peer asked: send our MIGRATE (pending);
+				   * stored atomically: answer_pending reads it first
+				   * without the lock */
 	bool migrated;            /* atomic: both done, ring moved to left; no
 				   * fabric state is used any more */
 	bool kernel_only;         /* atomic: migrated and left is empty: a plain
@@ -183,7 +191,8 @@ struct stk_conn {
 				   * on every change (protected by lock) */
 	uint8_t bell_owed;        /* a byte written, no message counted it yet:
 				   * BELL_OWED (a post follows), BELL_OWED_QUEUED
-				   * (that post failed: answer_pending posts a BELL) */
+				   * (that post failed: answer_pending posts a BELL);
+				   * stored atomically, as mig_reply */
 	uint16_t bells_tx;        /* doorbell bytes we wrote on the kernel connection */
 	uint16_t bells_seen;      /* the peer's count from its latest message */
 	uint16_t bells_rx;        /* doorbell bytes we consumed */
