@@ -52,8 +52,8 @@
 	X(MIGRATE_EXEC, "migrate_exec", "connections migrated because they survive an exec") \
 	X(MIGRATE_PASS, "migrate_pass", "connections migrated because they were sent (SCM_RIGHTS)") \
 	X(MIGRATE_PEER, "migrate_peer", "connections migrated because the peer asked") \
-	X(MIGRATE_TIMEOUT, "migrate_timeout", \
-	  "migrations whose peer did not answer in time (its later fabric bytes are lost)") \
+	X(MIGRATE_PEER_GONE, "migrate_peer_gone", \
+	  "migrations that ended without the peer's answer: its process died (a reset)") \
 	X(MIGRATE_UNPREPARED, "migrate_unprepared", \
 	  "connections a child inherited without migration (created during the fork)") \
 	X(MIGRATE_LEFTOVER_LOST, "migrate_leftover_lost", \

@@ -69,6 +69,7 @@ struct stk_lazy {
 				   * would leave it asleep) */
 	/* protected by reg_lock */
 	bool listed;              /* in the registry and the thread's epoll set */
+	bool watching;            /* registered for the fabric watch (below) */
 	struct stk_lazy *prev, *next;   /* registry */
 	int queue;                /* Q_NONE, Q_TODO or Q_AGAIN */
 	struct stk_lazy *qprev, *qnext; /* that queue; qnext: the graveyard once forgotten */
@@ -666,6 +667,7 @@ static void unlist_locked(struct stk_lazy *l)
 	l->prev = l->next = NULL;
 	q_remove(l);
 	l->listed = false;
+	l->watching = false;
 	if (priv_same(l) && thread_fds_ours())
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, l->conn->fd, NULL);
 }
@@ -693,6 +695,37 @@ static void requeue(struct stk_lazy *l)
 	pthread_mutex_unlock(&reg_lock);
 }
 
+/* The fabric watch: a conn settled on the fabric stays in the thread's epoll
+ * set until either side migrates, so that the peer's MIGRATE is answered while
+ * our app makes no call (stk_migrate.h): the doorbell byte that precedes every
+ * MIGRATE wakes the thread, whose progress delivers and answers it. Other
+ * doorbells wake it too (only a peer that announced its sleep is rung: never
+ * on the busy path); once migrated, the next event (the stream's bytes on the
+ * kernel connection) ends the watch. l's lock held. */
+static bool fabric_watch_wanted(const struct stk_lazy *l)
+{
+	struct stk_conn *conn = l->conn;
+	return l->stage == DONE && stk_conn_on_fabric(conn) && l->pid == getpid() &&
+	       !__atomic_load_n(&conn->mig_tx, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&conn->mig_rx, __ATOMIC_ACQUIRE);
+}
+
+/* l's lock held: register the private fd for the watch (once): incoming
+ * bytes only (a writability event would come with every ACK of our own
+ * doorbells). */
+static void watch(struct stk_lazy *l)
+{
+	pthread_mutex_lock(&reg_lock);
+	if (l->listed && !l->watching && priv_same(l) && thread_fds_ours()) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = l };
+		if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_MOD, l->conn->fd, &ev) == 0)
+			l->watching = true;
+		else
+			FSK_DBG("fd %d: no fabric watch: %s", l->app_fd, strerror(errno));
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
 /* After steps, l's lock held (reg_lock is taken after it: the registry side
  * only ever try-locks a conn): tell the epoll layer, and either leave the
  * registry or stay in view of the thread. */
@@ -700,8 +733,12 @@ static void after_steps(struct stk_lazy *l)
 {
 	notify(l);
 	if (settled(l)) {
-		unlist(l);
-		release_priv(l);
+		if (fabric_watch_wanted(l)) {
+			watch(l);
+		} else {
+			unlist(l);
+			release_priv(l);
+		}
 	} else if (l->stage == HANDSHAKE) {
 		requeue(l);
 	}
@@ -763,6 +800,8 @@ static uint64_t visit_todo(void)
 		pthread_mutex_unlock(&reg_lock);
 		/* l's lock held: its close waits for this step */
 		advance(l, BY_THREAD);
+		if (fabric_watch_wanted(l))
+			stk_conn_progress(l->conn); /* maybe the peer's MIGRATE: answered */
 		hs |= l->stage == HANDSHAKE;
 		after_steps(l);
 		pthread_mutex_unlock(&l->lock);

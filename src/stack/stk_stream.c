@@ -504,41 +504,27 @@ static void migrated_locked(struct stk_conn *conn)
 
 bool stk_conn_migrate_begin(struct stk_conn *conn)
 {
-	uint64_t deadline = now_ns() + CLOSE_DRAIN_NS;
-	for (;;) {
-		pthread_mutex_lock(&conn->lock);
-		int ret = send_migrate_locked(conn);
-		bool wait = !conn->mig_rx;
-		pthread_mutex_unlock(&conn->lock);
-		if (ret == 0)
-			return wait;
-		if (now_ns() > deadline) {
-			/* Cannot even post it: give the connection up to the kernel. */
-			pthread_mutex_lock(&conn->lock);
-			set_mig_rx_locked(conn);
-			mig_tx_done_locked(conn);
-			pthread_mutex_unlock(&conn->lock);
-			return false;
-		}
-		progress(conn);
-		cpu_relax();
-	}
+	pthread_mutex_lock(&conn->lock);
+	bool sent = send_migrate_locked(conn) == 0;
+	pthread_mutex_unlock(&conn->lock);
+	return sent;
 }
 
-int stk_conn_migrate_finish(struct stk_conn *conn, bool give_up)
+static void peer_gone_answers_locked(struct stk_conn *conn);
+
+int stk_conn_migrate_finish(struct stk_conn *conn)
 {
 	pthread_mutex_lock(&conn->lock);
 	int ret = 1;
 	if (!conn->migrated) {
+		/* reset without its MIGRATE: the peer died (the liveness check
+		 * found its kernel connection closed) or a protocol error */
+		if (conn->mig_tx && !conn->mig_rx && conn->reset)
+			ret = -1;
+		peer_gone_answers_locked(conn);
 		if (!conn->mig_tx || !conn->mig_rx) {
-			if (!give_up) {
-				pthread_mutex_unlock(&conn->lock);
-				return 0;
-			}
-			ret = conn->mig_rx ? 1 : -1;
-			set_mig_rx_locked(conn);
-			if (!conn->mig_tx)
-				mig_tx_done_locked(conn);
+			pthread_mutex_unlock(&conn->lock);
+			return 0;
 		}
 		migrated_locked(conn);
 	}
@@ -621,9 +607,9 @@ static void protocol_reset(struct stk_conn *conn, const char *why)
 		FSK_WARN("fd %d: fabric connection reset: %s", conn->fd, why);
 		stk_count(STK_C_CONN_RESETS);
 	}
+	/* as a kernel reset: the bytes received before stay readable (recv
+	 * returns them, then ECONNRESET) */
 	conn->reset = true;
-	conn->ring_count = 0;
-	conn->urg = 0;
 	changed(conn);
 }
 
@@ -708,11 +694,11 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 		if (quiet) {
 			/* nothing changed */
 		} else if (flags & STK_MSG_RST) {
+			/* Linux keeps the receive queue on a reset: the data the peer
+			 * sent before it is read first, then ECONNRESET */
 			if (!conn->reset)
 				stk_count(STK_C_CONN_RESETS);
 			conn->reset = true;
-			conn->ring_count = 0;
-			conn->urg = 0;
 		} else {
 			if (flags & STK_MSG_DATA) {
 				if (hlen != payload || conn->fin_rcvd)
@@ -791,11 +777,12 @@ static int post_raw_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_f
 {
 	struct stk_fab *fab = conn->fab;
 	/* SLEEP and BELL never wake the peer (no ring ping-pong between two
-	 * sleepers); MIGRATE always does: its peer must answer, and a SLEEP it
-	 * sent before seeing it cannot be answered by a ring after it */
+	 * sleepers); MIGRATE always does, on every fabric: its peer must answer
+	 * also when its app makes no call (the byte wakes the peer's negotiation
+	 * thread, stk_lazy.h), and a SLEEP it sent before seeing it cannot be
+	 * answered by a ring after it */
 	bool wakes = !(flags & (STK_MSG_SLEEP | STK_MSG_BELL));
-	if (__builtin_expect(wakes && (conn->peer_sleeping ||
-				       ((flags & STK_MSG_MIGRATE) && stk_fab_wait_fd(fab) < 0)), 0))
+	if (__builtin_expect(wakes && (conn->peer_sleeping || (flags & STK_MSG_MIGRATE)), 0))
 		ring_locked(conn);
 	struct stk_msg_hdr hdr = {
 		.conn_id = htole64(conn->peer_id),
@@ -1285,11 +1272,12 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 		conn->tx_run = false; /* a receive between sends: not a streaming sender */
 		if (__builtin_expect(conn->cork_len != 0, 0))
 			cork_flush_locked(conn); /* the peer may wait for them to answer */
-		if (conn->reset) {
+		if (conn->reset && conn->ring_count == 0) {
 			bool first = !conn->reset_reported;
 			conn->reset_reported = true;
 			pthread_mutex_unlock(&conn->lock);
-			/* as the kernel: ECONNRESET once, then EOF */
+			/* as the kernel: the bytes received before, then ECONNRESET
+			 * once, then EOF */
 			return got ? (ssize_t)got : first ? -ECONNRESET : 0;
 		}
 		if (conn->mig_rx && conn->ring_count == 0) {
@@ -1313,7 +1301,9 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 			got += n;
 			grant_credit(conn, false);
 		}
-		bool eof = (conn->fin_rcvd && conn->ring_count == 0) || conn->rd_shut;
+		/* a reset ends the call with what it has (nothing more comes) */
+		bool eof = (conn->fin_rcvd && conn->ring_count == 0) || conn->rd_shut ||
+			   conn->reset;
 		/* len 0: as the kernel, 0 once something is readable (or EOF), else
 		 * EAGAIN or wait */
 		bool done = len == 0 ? conn->ring_count > 0 || eof
@@ -1830,6 +1820,20 @@ static bool drain_sends(struct stk_conn *conn)
 
 /* At exit, connections the app never closed still deliver what it wrote. */
 
+/* Bytes the peer sent that the provider holds and nobody processed yet are in
+ * our receive queue as far as the kernel's semantics go (a close with them
+ * unread resets the connection): deliver them before the close decides. Bounded:
+ * a few batches of completions (another thread progressing meanwhile delivers
+ * them itself). */
+static void take_arrived(struct stk_conn *conn)
+{
+	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
+	if (!fab || __atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+		return;
+	for (int i = 0; i < 64 && stk_fab_progress(fab) > 0; i++)
+		;
+}
+
 /* What the kernel's close says, said on the fabric (the kernel socket is not
  * closed here): FIN|CLOSE, or RST when abortive or with unread data (and the
  * kernel told to reset too), after every byte sent before; unread doorbells
@@ -1837,6 +1841,7 @@ static bool drain_sends(struct stk_conn *conn)
  * peer went away meanwhile. */
 static bool goodbye(struct stk_conn *conn, bool abortive)
 {
+	take_arrived(conn);
 	pthread_mutex_lock(&conn->lock);
 	/* Nothing to say to a peer that reset or already closed completely (it reads
 	 * nothing more, and its process may be gone: rxm would retry a dead peer). */

@@ -3,7 +3,8 @@ TESTS += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/nego.sh tests/a
 	tests/accel/many10k.sh tests/accel/fork.sh tests/accel/redis_bgsave.sh \
 	tests/accel/bulk.sh tests/accel/cork.sh tests/accel/death.sh tests/accel/dpdk_memif.sh \
 	tests/accel/idle.sh tests/accel/netns_dpdk.sh tests/accel/netns_xdp.sh tests/accel/memif_real.sh \
-	tests/accel/sizes.sh tests/accel/dpdk_robust.sh tests/accel/warmup.sh tests/accel/abort.sh
+	tests/accel/sizes.sh tests/accel/dpdk_robust.sh tests/accel/warmup.sh tests/accel/abort.sh \
+	tests/accel/fork_busy.sh
 EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py tests/accel/lib.sh \
 	tests/accel/nego.sh tests/accel/nego.py tests/accel/many.sh tests/accel/many10k.sh \
 	tests/accel/fork.sh tests/accel/fork.py tests/accel/redis_bgsave.sh tests/accel/redis_load.py \
@@ -12,7 +13,7 @@ EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py te
 	tests/accel/idle.sh tests/accel/idle.py \
 	tests/accel/netns_dpdk.sh tests/accel/netns_xdp.sh tests/accel/memif_real.sh \
 	tests/accel/dpdk_phases.sh tests/lib/netns.sh tests/accel/sizes.sh tests/accel/dpdk_robust.sh \
-	tests/accel/warmup.sh tests/accel/warmup.py tests/accel/abort.sh
+	tests/accel/warmup.sh tests/accel/warmup.py tests/accel/abort.sh tests/accel/fork_busy.sh
 
 # many: N concurrent connections through one epoll echo server, byte-checked.
 check_PROGRAMS += tests/accel/many
