@@ -505,6 +505,13 @@ static void migrated_locked(struct stk_conn *conn)
 bool stk_conn_migrate_begin(struct stk_conn *conn)
 {
 	pthread_mutex_lock(&conn->lock);
+	int phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+	if (!conn->mig_tx && (phase == STK_PHASE_KERNEL || phase == STK_PHASE_STRIP)) {
+		/* settled on the kernel (both ends, by the negotiation): nothing
+		 * went on the fabric and no answer would come from there */
+		set_mig_rx_locked(conn);
+		mig_tx_done_locked(conn);
+	}
 	bool sent = send_migrate_locked(conn) == 0;
 	pthread_mutex_unlock(&conn->lock);
 	return sent;

@@ -15,13 +15,13 @@
  *      writes "done" and closes;
  *   1: writes "done" and closes without any call that reads or polls (the
  *      bytes may still wait in the fabric provider);
- *   2: closes at once, with the bytes unprocessed as in 1.
+ *   2: closes at once, with the bytes unprocessed as in 1;
+ *   3: sets SO_LINGER {1, 0} (an abortive close), writes "done" and closes.
  * and says "closed" on c2s. The server then reads until an error or EOF,
  * reads once more, and writes once, printing every result: on Linux
- * "done" (when written), then ECONNRESET, then EOF, then EPIPE. Each round's
- * lines are printed only when they differ from round 0..2's first
- * transcript, so that the kernel's and the launched run's outputs can be
- * compared line by line. Every wait is bounded (30 s for the whole run). */
+ * "done" (when written), then ECONNRESET, then EOF, then EPIPE. The first
+ * round of each way is printed, later rounds only where they differ from it,
+ * so that the kernel's and the launched run's outputs compare line by line. Every wait is bounded (30 s for the whole run). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +34,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define MODES 3
+#define MODES 4
 
 static void die(const char *what)
 {
@@ -167,6 +167,11 @@ static int client(int port, int rounds, const char *sync)
 			struct pollfd p = { .fd = fd, .events = POLLIN };
 			if (poll(&p, 1, 10000) != 1)
 				die("poll for the unread bytes");
+		}
+		if (mode == 3) {
+			struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+			if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)))
+				die("SO_LINGER");
 		}
 		if (mode != 2)
 			write_all(fd, "done", 4, "done");

@@ -3,7 +3,7 @@
 # the bytes sent before the reset, then ECONNRESET, then EOF, and its write
 # gets EPIPE — also when the closing end's library had not processed the
 # unread bytes yet (still in the fabric provider). tests/accel/abort.c runs
-# ROUNDS connections (all three ways of closing, in turn) on the kernel and
+# ROUNDS connections (its four ways of closing, in turn) on the kernel and
 # with both ends launched over shm and over tcp; the server's transcripts
 # must be identical and every connection accelerated.
 . "${top_srcdir:?run from make check or set top_srcdir}/tests/lib/common.sh"
@@ -12,7 +12,7 @@ fsk_need_preload
 T=$fsk_tmp
 prog="$top_builddir/tests/accel/abort"
 [ -x "$prog" ] || fsk_fail "$prog not built (make check builds it)"
-ROUNDS=60
+ROUNDS=80
 
 # launch NAME ROLE: the launcher words for one end of run NAME (none on the kernel).
 launch() {
