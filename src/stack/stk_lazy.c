@@ -705,9 +705,12 @@ static void requeue(struct stk_lazy *l)
 static bool fabric_watch_wanted(const struct stk_lazy *l)
 {
 	struct stk_conn *conn = l->conn;
-	return l->stage == DONE && stk_conn_on_fabric(conn) && l->pid == getpid() &&
-	       !__atomic_load_n(&conn->mig_tx, __ATOMIC_ACQUIRE) &&
-	       !__atomic_load_n(&conn->mig_rx, __ATOMIC_ACQUIRE);
+	if (l->stage != DONE || !stk_conn_on_fabric(conn) || l->pid != getpid())
+		return false;
+	pthread_mutex_lock(&conn->lock); /* after l's, as stk_conn_enter_fabric */
+	bool fabric = !conn->mig_tx && !conn->mig_rx;
+	pthread_mutex_unlock(&conn->lock);
+	return fabric;
 }
 
 /* l's lock held: register the private fd for the watch (once): incoming
