@@ -64,6 +64,7 @@ struct stk_lazy {
 	bool priv_lost;           /* the app closed our fd number behind our back */
 	ino_t priv_ino;           /* the socket our private fd is (immutable) */
 	bool held;                /* server: the client sent HOLD */
+	unsigned watch_soon;      /* fabric watch: looks again in a row (bounded) */
 	int app_waiting;          /* atomic: an app thread drives it now (the thread
 				   * keeps off: taking the records it waits for
 				   * would leave it asleep) */
@@ -696,21 +697,21 @@ static void requeue(struct stk_lazy *l)
 }
 
 /* The fabric watch: a conn settled on the fabric stays in the thread's epoll
- * set until either side migrates, so that the peer's MIGRATE is answered while
+ * set until our MIGRATE is out, so that the peer's MIGRATE is answered while
  * our app makes no call (stk_migrate.h): the doorbell byte that precedes every
- * MIGRATE wakes the thread, whose progress delivers and answers it. Other
- * doorbells wake it too (only a peer that announced its sleep is rung: never
- * on the busy path); once migrated, the next event (the stream's bytes on the
- * kernel connection) ends the watch. l's lock held. */
-static bool fabric_watch_wanted(const struct stk_lazy *l)
+ * MIGRATE wakes the thread, whose progress delivers and answers it (the byte
+ * comes first: until its message arrived, the thread looks again every
+ * BUSY_POLL_NS, at most WATCH_SOON_MAX times in a row). Other doorbells wake
+ * it too (only a peer that announced its sleep is rung: never on the busy
+ * path); once migrated, the next event (the stream's bytes on the kernel
+ * connection) ends the watch. l's lock held (the conn's is taken after it, as
+ * in stk_conn_enter_fabric). Returns STK_WATCH_*. */
+#define WATCH_SOON_MAX 1000
+static int fabric_watch(const struct stk_lazy *l)
 {
-	struct stk_conn *conn = l->conn;
-	if (l->stage != DONE || !stk_conn_on_fabric(conn) || l->pid != getpid())
-		return false;
-	pthread_mutex_lock(&conn->lock); /* after l's, as stk_conn_enter_fabric */
-	bool fabric = !conn->mig_tx && !conn->mig_rx;
-	pthread_mutex_unlock(&conn->lock);
-	return fabric;
+	if (l->stage != DONE || !stk_conn_on_fabric(l->conn) || l->pid != getpid())
+		return STK_WATCH_DONE;
+	return stk_conn_watch_state(l->conn);
 }
 
 /* l's lock held: register the private fd for the watch (once): incoming
@@ -736,7 +737,7 @@ static void after_steps(struct stk_lazy *l)
 {
 	notify(l);
 	if (settled(l)) {
-		if (fabric_watch_wanted(l)) {
+		if (fabric_watch(l) != STK_WATCH_DONE) {
 			watch(l);
 		} else {
 			unlist(l);
@@ -803,10 +804,17 @@ static uint64_t visit_todo(void)
 		pthread_mutex_unlock(&reg_lock);
 		/* l's lock held: its close waits for this step */
 		advance(l, BY_THREAD);
-		if (fabric_watch_wanted(l))
+		bool soon = false;
+		if (fabric_watch(l) != STK_WATCH_DONE) {
 			stk_conn_progress(l->conn); /* maybe the peer's MIGRATE: answered */
+			soon = fabric_watch(l) == STK_WATCH_SOON && ++l->watch_soon < WATCH_SOON_MAX;
+			if (!soon)
+				l->watch_soon = 0;
+		}
 		hs |= l->stage == HANDSHAKE;
 		after_steps(l);
+		if (soon)
+			requeue(l);
 		pthread_mutex_unlock(&l->lock);
 	}
 }

@@ -255,9 +255,9 @@ unsigned stk_migrate_conns(struct stk_conn **conns, size_t n, enum stk_migrate_r
 			if (r < 0) {
 				gone++;
 				stk_count(STK_C_MIGRATE_PEER_GONE);
-				FSK_WARN("fd %d: the peer died before it answered the migration: the "
-					 "connection is reset (bytes received before stay readable)",
-					 conns[i]->fd);
+				FSK_WARN("fd %d: the peer died before it answered the migration: "
+					 "the bytes received before stay readable, then the kernel "
+					 "socket tells the end", conns[i]->fd);
 			}
 			stk_migrate_note(conns[i], why);
 			conns[i] = NULL;

@@ -29,9 +29,10 @@
  *    peer's negotiation thread (it keeps watching the private fd of every conn
  *    on the fabric, stk_lazy.h); its progress delivers the MIGRATE and answers.
  *    So the migrating side waits for the answer without a deadline; only the
- *    peer's death ends the wait (its kernel connection ends: the conn is reset,
- *    the bytes received before stay readable; counted in migrate_peer_gone).
- *    No byte the peer sends is ever dropped.
+ *    peer's death ends the wait (its kernel connection ends: the bytes
+ *    received before stay readable, then the kernel socket reports the end as
+ *    it would for a dead kernel peer; counted in migrate_peer_gone). No byte
+ *    the peer sends is ever dropped.
  *
  * Limits: a conn whose negotiation thread could not be started (logged at
  * start-up) is answered only from its app's calls. Leftover bytes cross an exec when
@@ -85,7 +86,7 @@ void stk_migrate_note(struct stk_conn *conn, enum stk_migrate_reason why);
 /* ---- whole-process operations ---- */
 /* Migrate conns (n of them; NULL entries skipped): send every MIGRATE, then
  * drive progress until every peer answered or died. Returns the number of
- * peers that died first (their conns are reset). */
+ * peers that died first. */
 unsigned stk_migrate_conns(struct stk_conn **conns, size_t n, enum stk_migrate_reason why);
 /* Every accelerated connection of the process (before fork/daemon). */
 unsigned stk_migrate_all(enum stk_migrate_reason why);

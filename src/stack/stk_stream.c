@@ -517,6 +517,24 @@ bool stk_conn_migrate_begin(struct stk_conn *conn)
 	return sent;
 }
 
+int stk_conn_watch_state(struct stk_conn *conn)
+{
+	pthread_mutex_lock(&conn->lock);
+	int state = STK_WATCH_IDLE;
+	if (conn->mig_tx || conn->fd < 0) {
+		state = STK_WATCH_DONE;
+	} else if (conn->mig_rx) {
+		state = STK_WATCH_SOON; /* mig_reply: answer_pending posts it */
+	} else {
+		int avail = 0;
+		size_t counted = (uint16_t)(conn->bells_seen - conn->bells_rx);
+		if (stk_sys.ioctl(conn->fd, FIONREAD, &avail) == 0 && (size_t)avail > counted)
+			state = STK_WATCH_SOON;
+	}
+	pthread_mutex_unlock(&conn->lock);
+	return state;
+}
+
 static void peer_gone_answers_locked(struct stk_conn *conn);
 
 int stk_conn_migrate_finish(struct stk_conn *conn)

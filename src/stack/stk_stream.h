@@ -334,6 +334,14 @@ bool stk_conn_migrate_begin(struct stk_conn *conn);
  * for the peer's answer, -1 when migrated now because the peer reset without
  * answering (its death, seen on the liveness channel). */
 int stk_conn_migrate_finish(struct stk_conn *conn);
+/* For the negotiation thread's watch of a conn on the fabric (stk_lazy.c),
+ * after it drove progress: STK_WATCH_DONE, our MIGRATE is out (nothing more
+ * for the watch); STK_WATCH_IDLE, wait for the next byte on the kernel
+ * connection; STK_WATCH_SOON, look again soon: a doorbell byte is there whose
+ * message has not arrived yet (it is posted right after the byte), or the
+ * answer to the peer's MIGRATE waits for provider room. */
+enum { STK_WATCH_DONE, STK_WATCH_IDLE, STK_WATCH_SOON };
+int stk_conn_watch_state(struct stk_conn *conn);
 /* Drive progress on the connection's fabric (no-op once migrated). */
 void stk_conn_progress(struct stk_conn *conn);
 /* Hold the connection table: no connection is created or freed meanwhile
