@@ -224,59 +224,89 @@ def srv_idle(lsock):
     conn.close()
 
 
-BUSY_ROUNDS = 3
-BUSY_CONNS = 4
+BUSY_ROUNDS = 6
 BUSY_BYTES = 300000
+BUSY_S = 2.5
+# a file the busy peer creates when its busy time of round N ends
+# (BUSY_FLAG.N): the migration must be over before it appears
+BUSY_FLAG = os.environ.get("FSK_BUSY_FLAG", "")
+
+
+def busy_conns(rnd):
+    # in turn: one connection while the peer's app sleeps (its thread wakes
+    # at once on the MIGRATE's doorbell, which comes before the message), and
+    # four while the peer's app computes
+    return 1 if rnd % 2 == 0 else 4
+
+
+BUSY_TOTAL = sum(busy_conns(r) for r in range(BUSY_ROUNDS))
 
 
 def srv_busy(lsock):
-    # The peer's app makes no libfabsock call for 2 s (a computation) while
-    # this process forks and the child writes on each connection; then the
-    # peer sends at once, before reading anything. Its negotiation thread
-    # answered the migrations meanwhile: every byte arrives (a migration that
-    # gave up on the busy peer would let those bytes go to the fabric, lost).
+    # The peer's app makes no libfabsock call for 2.5 s (asleep or computing)
+    # while this process forks and writes on each connection; then the peer
+    # sends at once, before reading anything. Its negotiation thread answers
+    # the migrations meanwhile: the fork returns while the peer is still busy
+    # (BUSY_FLAG), and every byte arrives (a migration that gave up on the
+    # busy peer would let its bytes go to the fabric, lost).
     for rnd in range(BUSY_ROUNDS):
         conns = []
-        for i in range(BUSY_CONNS):
+        for i in range(busy_conns(rnd)):
             conn, _ = lsock.accept()
             accel_check(conn, "busy")
             conns.append(conn)
         for conn in conns:
             expect(recv_exact(conn, 1), b"r", "busy: ready byte")
+        if rnd % 2 == 0:
+            time.sleep(0.3)  # both ends idle: the peer's thread sleeps too
         pid = os.fork()
         if pid == 0:
-            for i, conn in enumerate(conns):
-                conn.sendall(b"child%d" % i)
+            # odd rounds: the child writes. Even rounds: nothing reaches the
+            # peer's kernel socket after the MIGRATE's doorbell until the
+            # migration is over (the parent writes after the fork returned):
+            # the doorbell alone must get the answer
+            if rnd % 2:
+                for i, conn in enumerate(conns):
+                    conn.sendall(b"fork%d" % i)
             os._exit(0)
         wait_child(pid)
+        if BUSY_FLAG and os.path.exists("%s.%d" % (BUSY_FLAG, rnd)):
+            fail("busy: round %d: the fork returned only after the peer's app was "
+                 "busy no more (its thread did not answer the migration)" % rnd)
+        if rnd % 2 == 0:
+            for i, conn in enumerate(conns):
+                conn.sendall(b"fork%d" % i)
         for i, conn in enumerate(conns):
             expect(recv_exact(conn, BUSY_BYTES, 10), pattern(BUSY_BYTES, 40 + i),
                    "busy: round %d connection %d" % (rnd, i))
             conn.sendall(b"bye")
             conn.close()
-    if counter("migrate_fork") < BUSY_ROUNDS * BUSY_CONNS:
-        fail("busy: migrate_fork = %d, want >= %d" %
-             (counter("migrate_fork"), BUSY_ROUNDS * BUSY_CONNS))
+    if counter("migrate_fork") < BUSY_TOTAL:
+        fail("busy: migrate_fork = %d, want >= %d" % (counter("migrate_fork"), BUSY_TOTAL))
 
 
 def cli_busy(port):
     for rnd in range(BUSY_ROUNDS):
-        socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(BUSY_CONNS)]
+        socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(busy_conns(rnd))]
         for s in socks:
             s.sendall(b"r")
-        # no libfabsock call while the server forks: a computation
-        end = time.monotonic() + 2.0
-        while time.monotonic() < end:
-            sum(range(1000))
+        # no libfabsock call while the server forks
+        if rnd % 2 == 0:
+            time.sleep(BUSY_S)
+        else:
+            end = time.monotonic() + BUSY_S
+            while time.monotonic() < end:
+                sum(range(1000))
+        if BUSY_FLAG:
+            open("%s.%d" % (BUSY_FLAG, rnd), "w").close()
         for i, s in enumerate(socks):
             s.sendall(pattern(BUSY_BYTES, 40 + i))
         for i, s in enumerate(socks):
-            expect(recv_exact(s, 6, 10), b"child%d" % i, "busy: child's bytes")
+            expect(recv_exact(s, 5, 10), b"fork%d" % i, "busy: bytes written after the fork")
             expect(recv_exact(s, 3, 10), b"bye", "busy: bye")
             s.close()
-    if counter("migrate_peer") < BUSY_ROUNDS * BUSY_CONNS:
-        fail("busy: migrate_peer = %d, want >= %d" %
-             (counter("migrate_peer"), BUSY_ROUNDS * BUSY_CONNS))
+    if counter("migrate_peer") < BUSY_TOTAL:
+        fail("busy: migrate_peer = %d, want >= %d" % (counter("migrate_peer"), BUSY_TOTAL))
 
 
 def srv_exec(lsock):

@@ -1,28 +1,33 @@
 #!/bin/sh
 # fork while the peer's app is busy: both ends launched with
-# FABSOCK_TCP_ACCEL=1, over shm and over tcp. fork.py's "busy" scenario, 3
-# rounds of 4 accelerated connections: the peer's app computes for 2 s (no
-# libfabsock call) while the server forks and the child writes on every
+# FABSOCK_TCP_ACCEL=1, over shm and over tcp. fork.py's "busy" scenario, 6
+# rounds of 1 or 4 accelerated connections: the peer's app sleeps or computes
+# for 2.5 s (no libfabsock call) while the server forks and writes on every
 # connection; then the peer sends 300000 bytes on each before reading. The
 # peer's negotiation thread must answer every migration (no give-up, no lost
-# byte): exact bytes both ways, every connection migrated on both ends,
-# migrate_peer_gone 0, and no sleep ended by the safety net.
+# byte): the fork returns before the peer's busy time ends (a flag file the
+# peer creates then: an order, not a timing), exact bytes both ways, every
+# connection migrated on both ends, migrate_peer_gone 0, and no sleep ended
+# by the safety net.
 . "$top_srcdir/tests/accel/lib.sh"
 fork_py="$top_srcdir/tests/accel/fork.py"
-want=12 # rounds x connections in fork.py
+want=15 # connections over fork.py's rounds
 status=0
 
 run() { # provider
 	prov=$1
 	port=$(free_port)
-	rm -f "$tmp/srv.out"
-	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
+	rm -f "$tmp/srv.out" "$tmp"/busy.*
+	export FSK_BUSY_FLAG="$tmp/busy"
+	# both ends log at debug level: slower between a MIGRATE's doorbell and
+	# its post, so the peer's thread often wakes before the message is there
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=debug \
 		timeout 60 "$launcher" -- "$python" "$fork_py" server busy "$port" \
 		>"$tmp/srv.out" 2>"$tmp/srv.log" &
 	spid=$!
 	pids="$pids $spid"
 	wait_ready "$tmp/srv.out" || { cat "$tmp/srv.log"; return 1; }
-	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=info \
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_PROVIDERS="$prov" FABSOCK_LOG=debug \
 		timeout 60 "$launcher" -- "$python" "$fork_py" client busy "$port" \
 		>"$tmp/cli.out" 2>"$tmp/cli.log"
 	crc=$?
