@@ -56,8 +56,8 @@
 	X(MIGRATE_PEER, "migrate_peer", "connections migrated because the peer asked") \
 	X(MIGRATE_BYPASS, "migrate_bypass", "connections migrated because the app used stdio or aio on them") \
 	X(MIGRATE_ZEROCOPY, "migrate_zerocopy", "connections migrated because the app turned SO_ZEROCOPY on") \
-	X(MIGRATE_TIMEOUT, "migrate_timeout", \
-	  "migrations whose peer did not answer in time (its later fabric bytes are lost)") \
+	X(MIGRATE_PEER_GONE, "migrate_peer_gone", \
+	  "migrations that ended without the peer's answer: its process died (a reset)") \
 	X(MIGRATE_UNPREPARED, "migrate_unprepared", \
 	  "connections a child inherited without migration (created during the fork)") \
 	X(MIGRATE_LEFTOVER_LOST, "migrate_leftover_lost", \

@@ -67,11 +67,13 @@ struct stk_lazy {
 	ino_t priv_ino;           /* the socket our private fd is (immutable) */
 	bool held;                /* server: the client sent HOLD */
 	uint64_t cut_deadline;    /* a record begun must be whole by then (0: none begun) */
+	unsigned watch_soon;      /* fabric watch: looks again in a row (bounded) */
 	int app_waiting;          /* atomic: an app thread drives it now (the thread
 				   * keeps off: taking the records it waits for
 				   * would leave it asleep) */
 	/* protected by reg_lock */
 	bool listed;              /* in the registry and the thread's epoll set */
+	bool watching;            /* registered for the fabric watch (below) */
 	struct stk_lazy *prev, *next;   /* registry */
 	int queue;                /* Q_NONE, Q_TODO, Q_AGAIN or Q_TIMER */
 	uint64_t timer_ns;        /* Q_TIMER: visit then (a copy of cut_deadline) */
@@ -706,6 +708,7 @@ static void unlist_locked(struct stk_lazy *l)
 	l->prev = l->next = NULL;
 	q_remove(l);
 	l->listed = false;
+	l->watching = false;
 	if (priv_same(l) && thread_fds_ours())
 		stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_DEL, l->conn->fd, NULL);
 }
@@ -749,6 +752,40 @@ static void timer(struct stk_lazy *l)
 	pthread_mutex_unlock(&reg_lock);
 }
 
+/* The fabric watch: a conn settled on the fabric stays in the thread's epoll
+ * set until our MIGRATE is out, so that the peer's MIGRATE is answered while
+ * our app makes no call (stk_migrate.h): the doorbell byte that precedes every
+ * MIGRATE wakes the thread, whose progress delivers and answers it (the byte
+ * comes first: until its message arrived, the thread looks again every
+ * BUSY_POLL_NS, at most WATCH_SOON_MAX times in a row). Other doorbells wake
+ * it too (only a peer that announced its sleep is rung: never on the busy
+ * path); once migrated, the next event (the stream's bytes on the kernel
+ * connection) ends the watch. l's lock held (the conn's is taken after it, as
+ * in stk_conn_enter_fabric). Returns STK_WATCH_*. */
+#define WATCH_SOON_MAX 1000
+static int fabric_watch(const struct stk_lazy *l)
+{
+	if (l->stage != DONE || !stk_conn_on_fabric(l->conn) || l->pid != getpid())
+		return STK_WATCH_DONE;
+	return stk_conn_watch_state(l->conn);
+}
+
+/* l's lock held: register the private fd for the watch (once): incoming
+ * bytes only (a writability event would come with every ACK of our own
+ * doorbells). */
+static void watch(struct stk_lazy *l)
+{
+	pthread_mutex_lock(&reg_lock);
+	if (l->listed && !l->watching && priv_same(l) && thread_fds_ours()) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = l };
+		if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_MOD, l->conn->fd, &ev) == 0)
+			l->watching = true;
+		else
+			FSK_DBG("fd %d: no fabric watch: %s", l->app_fd, strerror(errno));
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
 /* reg_lock held: the timers that are due go to the TODO queue; returns the
  * time to the next one (0: none). O(timers): only records cut short wait
  * there. */
@@ -774,8 +811,12 @@ static void after_steps(struct stk_lazy *l)
 {
 	notify(l);
 	if (settled(l)) {
-		unlist(l);
-		release_priv(l);
+		if (fabric_watch(l) != STK_WATCH_DONE) {
+			watch(l);
+		} else {
+			unlist(l);
+			release_priv(l);
+		}
 	} else if (l->stage == HANDSHAKE) {
 		requeue(l);
 	} else if (l->cut_deadline) {
@@ -847,8 +888,17 @@ static uint64_t visit_todo(void)
 		pthread_mutex_unlock(&reg_lock);
 		/* l's lock held: its close waits for this step */
 		advance(l, BY_THREAD);
+		bool soon = false;
+		if (fabric_watch(l) != STK_WATCH_DONE) {
+			stk_conn_progress(l->conn); /* maybe the peer's MIGRATE: answered */
+			soon = fabric_watch(l) == STK_WATCH_SOON && ++l->watch_soon < WATCH_SOON_MAX;
+			if (!soon)
+				l->watch_soon = 0;
+		}
 		hs |= l->stage == HANDSHAKE;
 		after_steps(l);
+		if (soon)
+			requeue(l);
 		pthread_mutex_unlock(&l->lock);
 	}
 }

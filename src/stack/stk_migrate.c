@@ -215,6 +215,23 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+#define WAIT_PAUSE_MIN_NS 20000ull     /* between looks at the peers' answers ... */
+#define WAIT_PAUSE_MAX_NS 1000000ull   /* ... backing off to this */
+#define WAIT_NOTE_NS 1000000000ull     /* a wait this long is logged (once per call) */
+
+/* One look at a connection that waits: its MIGRATE posted (retried while the
+ * provider is full), the peer's answer taken, or its death seen (the kernel
+ * connection ended: the liveness check resets it, after the grace a closing
+ * peer's FIN needs). Returns 1 (migrated), -1 (migrated: the peer died) or 0. */
+static int migrate_step(struct stk_conn *conn)
+{
+	stk_conn_progress(conn);
+	int r = stk_conn_migrate_begin(conn) ? stk_conn_migrate_finish(conn) : 0;
+	if (r == 0)
+		stk_conn_check_liveness(conn); /* doorbells taken, or the peer is gone */
+	return r;
+}
+
 unsigned stk_migrate_conns(struct stk_conn **conns, size_t n, enum stk_migrate_reason why)
 {
 	size_t waiting = 0;
@@ -228,43 +245,51 @@ unsigned stk_migrate_conns(struct stk_conn **conns, size_t n, enum stk_migrate_r
 		stk_conn_migrate_begin(conns[i]);
 		waiting++;
 	}
-	uint64_t deadline = now_ns() + (uint64_t)STK_MIGRATE_WAIT_MS * 1000000ull;
-	unsigned timed_out = 0;
+	/* No deadline: a live peer always answers (its negotiation thread does
+	 * when its app makes no call), and until it has, bytes it sends come on
+	 * the fabric to this process: giving up would lose them. */
+	uint64_t start = now_ns(), pause = WAIT_PAUSE_MIN_NS;
+	bool noted = false;
+	unsigned gone = 0;
 	while (waiting) {
-		bool late = now_ns() > deadline;
 		for (size_t i = 0; i < n; i++) {
 			if (!conns[i])
 				continue;
-			stk_conn_progress(conns[i]);
-			int r = stk_conn_migrate_finish(conns[i], late);
+			int r = migrate_step(conns[i]);
 			if (r == 0)
 				continue;
 			if (r < 0) {
-				timed_out++;
-				stk_count(STK_C_MIGRATE_TIMEOUT);
-				FSK_WARN("fd %d: the peer did not answer the migration within %d ms "
-					 "(not in a libfabsock call?): the connection continues on "
-					 "the kernel; bytes the peer sends on the fabric before it "
-					 "notices are lost (a gap in what this process%s reads)",
-					 conns[i]->fd, STK_MIGRATE_WAIT_MS,
-					 why == STK_MIGRATE_REASON_FORK ? " and the child" : "");
+				gone++;
+				stk_count(STK_C_MIGRATE_PEER_GONE);
+				FSK_WARN("fd %d: the peer died before it answered the migration: "
+					 "the bytes received before stay readable, then the kernel "
+					 "socket tells the end", conns[i]->fd);
 			}
 			stk_migrate_note(conns[i], why);
 			conns[i] = NULL;
 			waiting--;
 		}
-		if (waiting) {
-			struct timespec ts = { 0, 20000 };
-			nanosleep(&ts, NULL);
+		if (!waiting)
+			break;
+		if (!noted && now_ns() - start > WAIT_NOTE_NS) {
+			noted = true;
+			FSK_INFO("migration: %zu peer(s) have not answered after %llu ms; waiting "
+				 "(their processes are alive)", waiting,
+				 (unsigned long long)(WAIT_NOTE_NS / 1000000ull));
 		}
+		struct timespec ts = { 0, (long)pause };
+		nanosleep(&ts, NULL);
+		if (pause < WAIT_PAUSE_MAX_NS)
+			pause *= 2;
 	}
-	return timed_out;
+	return gone;
 }
 
 unsigned stk_migrate_all(enum stk_migrate_reason why)
 {
 	/* The table is held so that no connection is freed under us (a close in
-	 * another thread waits for the end of the migration, ≤ 1 s). */
+	 * another thread waits for the end of the migration: the peers' answers,
+	 * which their negotiation threads give within milliseconds). */
 	stk_conn_table_hold();
 	size_t cap = 64, n = 0;
 	struct stk_conn **conns = malloc(cap * sizeof(*conns));
@@ -286,16 +311,16 @@ unsigned stk_migrate_all(enum stk_migrate_reason why)
 		}
 		conns[n++] = conn;
 	}
-	unsigned late = 0;
+	unsigned gone = 0;
 	if (conns) {
-		late = stk_migrate_conns(conns, n, why);
+		gone = stk_migrate_conns(conns, n, why);
 		free(conns);
 	} else {
 		FSK_WARN("migration: out of memory: connections inherited by the child are "
 			 "abandoned");
 	}
 	stk_conn_table_release();
-	return late;
+	return gone;
 }
 
 void stk_migrate_atfork_prepare(void)

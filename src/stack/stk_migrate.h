@@ -24,10 +24,18 @@
  *    to the stack; readiness is the kernel's (plus POLLIN while leftover bytes
  *    remain).
  *
- * Limits: a peer that does not drive progress (not in a libfabsock call that
- * reads, polls or waits) within STK_MIGRATE_WAIT_MS cannot answer: the migration
- * completes without its MIGRATE and fabric bytes it sends before it notices are
- * lost (counted in migrate_timeout, logged). Leftover bytes cross an exec when
+ *  - The answer does not depend on the peer's app: MIGRATE is preceded by a
+ *    doorbell byte on the kernel connection (on every fabric), which wakes the
+ *    peer's negotiation thread (it keeps watching the private fd of every conn
+ *    on the fabric, stk_lazy.h); its progress delivers the MIGRATE and answers.
+ *    So the migrating side waits for the answer without a deadline; only the
+ *    peer's death ends the wait (its kernel connection ends: the bytes
+ *    received before stay readable, then the kernel socket reports the end as
+ *    it would for a dead kernel peer; counted in migrate_peer_gone). No byte
+ *    the peer sends is ever dropped.
+ *
+ * Limits: a conn whose negotiation thread could not be started (logged at
+ * start-up) is answered only from its app's calls. Leftover bytes cross an exec when
  * the new image runs libfabsock (the memfd and the fd are named in
  * FABSOCK_INHERIT, see stk_accel_adopt); not an SCM_RIGHTS transfer (they
  * stay readable through the sender's fd): counted in migrate_leftover_lost. */
@@ -40,8 +48,6 @@
 #include <sys/types.h>
 
 struct stk_conn;
-
-#define STK_MIGRATE_WAIT_MS 1000 /* total wait for the peers' answers */
 
 enum stk_migrate_reason {
 	STK_MIGRATE_REASON_FORK,
@@ -81,8 +87,8 @@ void stk_migrate_note(struct stk_conn *conn, enum stk_migrate_reason why);
 
 /* ---- whole-process operations ---- */
 /* Migrate conns (n of them; NULL entries skipped): send every MIGRATE, then
- * drive progress until every peer answered or STK_MIGRATE_WAIT_MS passed.
- * Returns the number of peers that did not answer. */
+ * drive progress until every peer answered or died. Returns the number of
+ * peers that died first. */
 unsigned stk_migrate_conns(struct stk_conn **conns, size_t n, enum stk_migrate_reason why);
 /* Every accelerated connection of the process (before fork/daemon). */
 unsigned stk_migrate_all(enum stk_migrate_reason why);

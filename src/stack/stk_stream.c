@@ -523,41 +523,52 @@ static void migrated_locked(struct stk_conn *conn)
 
 bool stk_conn_migrate_begin(struct stk_conn *conn)
 {
-	uint64_t deadline = now_ns() + CLOSE_DRAIN_NS;
-	for (;;) {
-		pthread_mutex_lock(&conn->lock);
-		int ret = send_migrate_locked(conn);
-		bool wait = !conn->mig_rx;
-		pthread_mutex_unlock(&conn->lock);
-		if (ret == 0)
-			return wait;
-		if (now_ns() > deadline) {
-			/* Cannot even post it: give the connection up to the kernel. */
-			pthread_mutex_lock(&conn->lock);
-			set_mig_rx_locked(conn);
-			mig_tx_done_locked(conn);
-			pthread_mutex_unlock(&conn->lock);
-			return false;
-		}
-		progress(conn);
-		cpu_relax();
+	pthread_mutex_lock(&conn->lock);
+	int phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+	if (!conn->mig_tx && (phase == STK_PHASE_KERNEL || phase == STK_PHASE_STRIP)) {
+		/* settled on the kernel (both ends, by the negotiation): nothing
+		 * went on the fabric and no answer would come from there */
+		set_mig_rx_locked(conn);
+		mig_tx_done_locked(conn);
 	}
+	bool sent = send_migrate_locked(conn) == 0;
+	pthread_mutex_unlock(&conn->lock);
+	return sent;
 }
 
-int stk_conn_migrate_finish(struct stk_conn *conn, bool give_up)
+int stk_conn_watch_state(struct stk_conn *conn)
+{
+	pthread_mutex_lock(&conn->lock);
+	int state = STK_WATCH_IDLE;
+	if (conn->mig_tx || conn->fd < 0) {
+		state = STK_WATCH_DONE;
+	} else if (conn->mig_rx) {
+		state = STK_WATCH_SOON; /* mig_reply: answer_pending posts it */
+	} else {
+		int avail = 0;
+		size_t counted = (uint16_t)(conn->bells_seen - conn->bells_rx);
+		if (stk_sys.ioctl(conn->fd, FIONREAD, &avail) == 0 && (size_t)avail > counted)
+			state = STK_WATCH_SOON;
+	}
+	pthread_mutex_unlock(&conn->lock);
+	return state;
+}
+
+static void peer_gone_answers_locked(struct stk_conn *conn);
+
+int stk_conn_migrate_finish(struct stk_conn *conn)
 {
 	pthread_mutex_lock(&conn->lock);
 	int ret = 1;
 	if (!conn->migrated) {
+		/* reset without its MIGRATE: the peer died (the liveness check
+		 * found its kernel connection closed) or a protocol error */
+		if (conn->mig_tx && !conn->mig_rx && conn->reset)
+			ret = -1;
+		peer_gone_answers_locked(conn);
 		if (!conn->mig_tx || !conn->mig_rx) {
-			if (!give_up) {
-				pthread_mutex_unlock(&conn->lock);
-				return 0;
-			}
-			ret = conn->mig_rx ? 1 : -1;
-			set_mig_rx_locked(conn);
-			if (!conn->mig_tx)
-				mig_tx_done_locked(conn);
+			pthread_mutex_unlock(&conn->lock);
+			return 0;
 		}
 		migrated_locked(conn);
 	}
@@ -652,9 +663,9 @@ static void protocol_reset(struct stk_conn *conn, const char *why)
 		FSK_WARN("fd %d: fabric connection reset: %s", conn->fd, why);
 		stk_count(STK_C_CONN_RESETS);
 	}
+	/* as a kernel reset: the bytes received before stay readable (recv
+	 * returns them, then ECONNRESET) */
 	conn->reset = true;
-	conn->ring_count = 0;
-	conn->urg = 0;
 	changed(conn);
 }
 
@@ -733,11 +744,11 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 		if (quiet) {
 			/* nothing changed */
 		} else if (flags & STK_MSG_RST) {
+			/* Linux keeps the receive queue on a reset: the data the peer
+			 * sent before it is read first, then ECONNRESET */
 			if (!conn->reset)
 				stk_count(STK_C_CONN_RESETS);
 			conn->reset = true;
-			conn->ring_count = 0;
-			conn->urg = 0;
 		} else {
 			if (flags & STK_MSG_DATA) {
 				if (!in.data_ok || conn->fin_rcvd)
@@ -819,11 +830,12 @@ static int post_raw_locked(struct stk_conn *conn, uint16_t flags, uint32_t len_f
 {
 	struct stk_fab *fab = conn->fab;
 	/* SLEEP and BELL never wake the peer (no ring ping-pong between two
-	 * sleepers); MIGRATE always does: its peer must answer, and a SLEEP it
-	 * sent before seeing it cannot be answered by a ring after it */
+	 * sleepers); MIGRATE always does, on every fabric: its peer must answer
+	 * also when its app makes no call (the byte wakes the peer's negotiation
+	 * thread, stk_lazy.h), and a SLEEP it sent before seeing it cannot be
+	 * answered by a ring after it */
 	bool wakes = !(flags & (STK_MSG_SLEEP | STK_MSG_BELL));
-	if (__builtin_expect(wakes && (conn->peer_sleeping ||
-				       ((flags & STK_MSG_MIGRATE) && stk_fab_wait_fd(fab) < 0)), 0))
+	if (__builtin_expect(wakes && (conn->peer_sleeping || (flags & STK_MSG_MIGRATE)), 0))
 		ring_locked(conn);
 	struct stk_msg_hdr hdr = {
 		.conn_id = htole64(conn->peer_id),
@@ -1347,12 +1359,13 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 		conn->tx_run = false; /* a receive between sends: not a streaming sender */
 		if (__builtin_expect(conn->cork_len != 0, 0))
 			cork_flush_locked(conn); /* the peer may wait for them to answer */
-		if (conn->reset) {
+		if (conn->reset && conn->ring_count == 0) {
 			bool first = !conn->reset_reported;
 			if (!got) /* else the next call reports it, as Linux's sk_err */
 				conn->reset_reported = true;
 			pthread_mutex_unlock(&conn->lock);
-			/* as the kernel: ECONNRESET once, then EOF */
+			/* as the kernel: the bytes received before, then ECONNRESET
+			 * once, then EOF */
 			return got ? (ssize_t)got : first ? -ECONNRESET : 0;
 		}
 		if (conn->mig_rx && conn->ring_count == 0) {
@@ -1376,7 +1389,9 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 			got += n;
 			grant_credit(conn, false);
 		}
-		bool eof = (conn->fin_rcvd || conn->rd_shut) && conn->ring_count == 0;
+		/* a reset ends the call with what it has (nothing more comes) */
+		bool eof = ((conn->fin_rcvd || conn->rd_shut) && conn->ring_count == 0) ||
+			   conn->reset;
 		/* len 0: as the kernel, 0 once something is readable (or EOF), else
 		 * EAGAIN or wait */
 		bool done = len == 0 ? conn->ring_count > 0 || eof
@@ -1924,6 +1939,20 @@ static bool drain_sends(struct stk_conn *conn)
 
 /* At exit, connections the app never closed still deliver what it wrote. */
 
+/* Bytes the peer sent that the provider holds and nobody processed yet are in
+ * our receive queue as far as the kernel's semantics go (a close with them
+ * unread resets the connection): deliver them before the close decides. Bounded:
+ * a few batches of completions (another thread progressing meanwhile delivers
+ * them itself). */
+static void take_arrived(struct stk_conn *conn)
+{
+	struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
+	if (!fab || __atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+		return;
+	for (int i = 0; i < 64 && stk_fab_progress(fab) > 0; i++)
+		;
+}
+
 /* What the kernel's close says, said on the fabric (the kernel socket is not
  * closed here): FIN|CLOSE, or RST when abortive or with unread data (and the
  * kernel told to reset too), after every byte sent before; unread doorbells
@@ -1931,6 +1960,7 @@ static bool drain_sends(struct stk_conn *conn)
  * peer went away meanwhile. */
 static bool goodbye(struct stk_conn *conn, bool abortive)
 {
+	take_arrived(conn);
 	pthread_mutex_lock(&conn->lock);
 	/* Nothing to say to a peer that reset or already closed completely (it reads
 	 * nothing more, and its process may be gone: rxm would retry a dead peer). */

@@ -18,9 +18,12 @@
  *
  * Close semantics (as kernel TCP): shutdown(SHUT_WR) sends FIN (peer reads EOF
  * after the data); close sends FIN|CLOSE (peer's later sends fail with EPIPE), or
- * RST when abortive or when unread data remains (peer sees ECONNRESET). When the
- * kernel connection (the liveness channel) reports EOF/error without a FIN having
- * arrived, the peer died: ECONNRESET.
+ * RST when abortive or when unread data remains (peer sees ECONNRESET). Unread
+ * data includes what the provider holds for us unprocessed: close delivers it
+ * first. When the kernel connection (the liveness channel) reports EOF/error
+ * without a FIN having arrived, the peer died: ECONNRESET. A reset, whatever its
+ * cause, keeps the bytes received before it (as Linux keeps its receive queue):
+ * reads return them, then ECONNRESET once, then EOF.
  *
  * Sleeping (doorbells). A fabric with a CQ wait fd (tcp) wakes its sleepers
  * itself and none of this is used. shm has none, so a waiter that found nothing
@@ -334,13 +337,24 @@ int stk_conn_atmark(struct stk_conn *conn);
 int stk_conn_take_error(struct stk_conn *conn);
 
 /* ---- migration hooks (stk_migrate.c drives them; contracts in stk_migrate.h) ---- */
-/* Send our MIGRATE now if not sent yet (bounded wait for provider room).
- * Returns true when the connection needs the peer's answer (mig_rx not set). */
+/* Send our MIGRATE now if not sent yet (never waits). Returns false when the
+ * provider had no room: call again after progress. */
 bool stk_conn_migrate_begin(struct stk_conn *conn);
-/* When mig_tx && mig_rx (or give_up: the peer's MIGRATE is assumed): move the
- * ring to a leftover and mark migrated. Returns 1 when migrated (now or before),
- * 0 when still waiting for the peer, -1 when migrated by giving up. */
-int stk_conn_migrate_finish(struct stk_conn *conn, bool give_up);
+/* When mig_tx && mig_rx, or the peer is gone for good (it closed completely,
+ * or reset: an RST, or its kernel connection ended, which
+ * stk_conn_check_liveness turns into a reset): move the ring to a leftover and
+ * mark migrated. Returns 1 when migrated (now or before), 0 when still waiting
+ * for the peer's answer, -1 when migrated now because the peer reset without
+ * answering (its death, seen on the liveness channel). */
+int stk_conn_migrate_finish(struct stk_conn *conn);
+/* For the negotiation thread's watch of a conn on the fabric (stk_lazy.c),
+ * after it drove progress: STK_WATCH_DONE, our MIGRATE is out (nothing more
+ * for the watch); STK_WATCH_IDLE, wait for the next byte on the kernel
+ * connection; STK_WATCH_SOON, look again soon: a doorbell byte is there whose
+ * message has not arrived yet (it is posted right after the byte), or the
+ * answer to the peer's MIGRATE waits for provider room. */
+enum { STK_WATCH_DONE, STK_WATCH_IDLE, STK_WATCH_SOON };
+int stk_conn_watch_state(struct stk_conn *conn);
 /* Drive progress on the connection's fabric (no-op once migrated). */
 void stk_conn_progress(struct stk_conn *conn);
 /* Hold the connection table: no connection is created or freed meanwhile

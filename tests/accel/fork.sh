@@ -5,11 +5,12 @@
 # accept on an inherited listener (accelerated on their own endpoints); parent
 # and child using one connection; 1 MiB in flight and unread at fork; 1 MiB
 # sent just before it; the peer blocked in recv, epoll_wait and poll at fork
-# time; an idle peer (the migration times out and is counted; the connection
-# still works); exec with an inherited connection and unread bytes;
+# time; an idle peer (its negotiation thread answers; the connection goes
+# on on the kernel); exec with an inherited connection and unread bytes;
 # inetd-style fork + dup2 + exec with the request unread; SCM_RIGHTS. Each
 # checks exact bytes, that the connection was accelerated before, and that no
-# migration timed out.
+# migration ended without the peer's answer. (A peer busy for seconds:
+# fork_busy.sh.)
 . "$top_srcdir/tests/accel/lib.sh"
 fork_py="$top_srcdir/tests/accel/fork.py"
 status=0

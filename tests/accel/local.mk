@@ -4,7 +4,8 @@ TESTS += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/nego.sh tests/a
 	tests/accel/bulk.sh tests/accel/cork.sh tests/accel/death.sh tests/accel/dpdk_memif.sh \
 	tests/accel/idle.sh tests/accel/netns_dpdk.sh tests/accel/netns_xdp.sh tests/accel/memif_real.sh \
 	tests/accel/sizes.sh tests/accel/dpdk_robust.sh tests/accel/warmup.sh \
-	tests/accel/hostile.sh tests/accel/users.sh tests/accel/listen.sh tests/accel/duplex.sh
+	tests/accel/hostile.sh tests/accel/users.sh tests/accel/listen.sh tests/accel/duplex.sh \
+	tests/accel/abort.sh tests/accel/fork_busy.sh
 EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py tests/accel/lib.sh \
 	tests/accel/nego.sh tests/accel/nego.py tests/accel/many.sh tests/accel/many10k.sh \
 	tests/accel/fork.sh tests/accel/fork.py tests/accel/redis_bgsave.sh tests/accel/redis_load.py \
@@ -14,7 +15,8 @@ EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py te
 	tests/accel/netns_dpdk.sh tests/accel/netns_xdp.sh tests/accel/memif_real.sh \
 	tests/accel/dpdk_phases.sh tests/lib/netns.sh tests/accel/sizes.sh tests/accel/dpdk_robust.sh \
 	tests/accel/warmup.sh tests/accel/warmup.py tests/accel/hostile.sh tests/accel/hostile.py \
-	tests/accel/users.sh tests/accel/listen.sh tests/accel/hold.py tests/accel/duplex.sh
+	tests/accel/users.sh tests/accel/listen.sh tests/accel/hold.py tests/accel/duplex.sh \
+	tests/accel/abort.sh tests/accel/fork_busy.sh
 
 # many: N concurrent connections through one epoll echo server, byte-checked.
 check_PROGRAMS += tests/accel/many
@@ -35,3 +37,8 @@ check_PROGRAMS += tests/accel/duplex
 tests_accel_duplex_SOURCES = tests/accel/duplex.c
 tests_accel_duplex_CFLAGS = $(AM_CFLAGS) -pthread
 tests_accel_duplex_LDADD = -lpthread
+
+# abort: a close with unread data, transcript compared with the kernel's
+# (tests/accel/abort.sh).
+check_PROGRAMS += tests/accel/abort
+tests_accel_abort_SOURCES = tests/accel/abort.c
