@@ -503,6 +503,42 @@ static void queue_if_ready(struct ep_item *it)
 		enqueue(it);
 }
 
+static void migrate_to_kernel(struct stk_epoll *ep, struct ep_item *it);
+
+/* A new item of a connection, already linked on its watch (lock held): the
+ * connection's liveness fd goes into P, unless the connection settled on the
+ * kernel. That fd is, while the connection negotiates, its private duplicate
+ * (stk_lazy.h), which the negotiation thread closes once the connection
+ * settled on the kernel and stk_epoll_conn_changed moved the items watching
+ * it. Here: linked, a full fence, then the phase; there: the phase, a full
+ * fence, then the watchers. So either conn_changed finds this item, and it
+ * waits for ep->lock, the fd open until it moved the item; or this sees the
+ * kernel phase and never touches the fd, which may be closed by now or even be
+ * another connection's (the item goes to E at once). Without this order the
+ * app's epoll_ctl could fail with EBADF for a socket it had just accepted, or
+ * P keep a closed socket under a connection's tag that outlives it. 1:
+ * settled on the kernel, 0: done, -errno. */
+static int watch_liveness(struct stk_epoll *ep, struct ep_item *it, bool known)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (stk_ready_phase(it->conn) == STK_PHASE_KERNEL)
+		return 1;
+	int lf = stk_ready_ops.liveness_fd(it->conn);
+	if (lf < 0)
+		return 0;
+	if (!known) {
+		/* edge-triggered: a socket at EOF must not wake every sleep; OUT:
+		 * while negotiating, the end of a non-blocking connect; after a
+		 * migration to the kernel (stk_migrate.h) the send buffer filling
+		 * and draining */
+		int ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, lf, LIVE_EVENTS, (uintptr_t)it->conn);
+		if (ret && ret != -EEXIST) /* EEXIST: the same connection under another fd */
+			return ret;
+	}
+	it->live_fd = lf;
+	return 0;
+}
+
 static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *conn,
 		      struct stk_epoll *inner, struct epoll_event *ev)
 {
@@ -552,37 +588,33 @@ static int ctl_common(struct stk_epoll *ep, int op, int fd, struct stk_conn *con
 			.ep = ep, .fd = fd, .conn = conn, .inner = inner, .live_fd = -1,
 			.events = events, .data = ev->data,
 		};
-		if (conn) {
-			int lf = stk_ready_ops.liveness_fd(conn);
-			if (lf >= 0 && !known) {
-				/* edge-triggered: a socket at EOF must not wake every sleep;
-				 * OUT: while negotiating, the end of a non-blocking connect;
-				 * after a migration to the kernel (stk_migrate.h) the send
-				 * buffer filling and draining */
-				ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, lf, LIVE_EVENTS,
-					      (uintptr_t)conn);
-				if (ret == -EEXIST) /* the same connection under another fd */
-					ret = 0;
-			}
-			if (lf >= 0 && !ret)
-				it->live_fd = lf;
-		} else if (inner) {
+		if (inner) {
 			ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, inner->priv, EPOLLIN | EPOLLET,
 				      (uintptr_t)inner | 1u);
-		}
-		if (ret) {
-			free(it);
-			break;
-		}
-		ep->by_fd[fd] = it;
-		ep->n++;
-		if (inner) {
+			if (ret) {
+				free(it);
+				break;
+			}
 			it->in_next = ep->inners;
 			if (ep->inners)
 				ep->inners->in_prev = it;
 			ep->inners = it;
 		}
+		ep->by_fd[fd] = it;
+		ep->n++;
 		watch_link(it);
+		if (conn) {
+			int settled = watch_liveness(ep, it, known != NULL);
+			if (settled < 0) {
+				ret = settled;
+				remove_item(ep, it);
+				break;
+			}
+			if (settled) {
+				migrate_to_kernel(ep, it);
+				break;
+			}
+		}
 		note_fab(ep, it);
 		queue_if_ready(it);
 		break;
@@ -774,6 +806,9 @@ void stk_epoll_conn_changed(struct stk_conn *conn)
 		stk_ready_notify(w);
 		return;
 	}
+	/* pairs with the fence of an EPOLL_CTL_ADD (watch_liveness): a set adding
+	 * conn meanwhile is seen here, or sees the kernel phase itself */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!__atomic_load_n(&w->first, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&registry_lock);

@@ -171,7 +171,11 @@ int stk_epoll_prepare_sleep(struct stk_epoll *ep, bool announce, int *priv_fd);
 /* conn's negotiation ended (stk_lazy.h): on the fabric, sets holding it wake up
  * and report what it has as a new edge; on the kernel, its items move to the
  * app's kernel set (real EPOLL_CTL_ADD with the app's events and data) and leave
- * ours. A set also moves such items itself at its next scan. */
+ * ours. A set also moves such items itself at its next scan. Call it after the
+ * phase changed, and close the liveness fd (the private duplicate) only once it
+ * returned: from then on no set holds that fd or will register it (an
+ * EPOLL_CTL_ADD that races with the change either is seen here or sees the
+ * kernel phase). */
 void stk_epoll_conn_changed(struct stk_conn *conn);
 
 /* Forget conn in every set (call before freeing it; close() semantics: the

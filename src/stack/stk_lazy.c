@@ -50,6 +50,12 @@ enum stage {
 
 struct stk_lazy {
 	pthread_mutex_t lock;     /* the driver's: held while advancing (never blocks) */
+	/* A leaf lock (nothing is taken under it): release_priv closes conn->fd
+	 * under it, and stk_lazy_events, which may hold no lock of this file,
+	 * uses conn->fd under it, so that it never asks the kernel about a number
+	 * closed meanwhile (POLLNVAL for the app's valid fd) or reused (another
+	 * socket's readiness). */
+	pthread_mutex_t fd_lock;
 	struct stk_conn *conn;
 	int app_fd;               /* the log; readiness once priv is released */
 	pid_t pid;                /* the process that created it */
@@ -690,9 +696,11 @@ static void release_priv(struct stk_lazy *l)
 	if (__atomic_load_n(&l->conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_KERNEL)
 		return;
 	bool ours = priv_same(l);
+	pthread_mutex_lock(&l->fd_lock);
 	int fd = __atomic_exchange_n(&l->conn->fd, -1, __ATOMIC_ACQ_REL);
 	if (fd >= 0 && ours)
 		stk_sys.close(fd);
+	pthread_mutex_unlock(&l->fd_lock);
 }
 
 static void unlist_locked(struct stk_lazy *l)
@@ -826,6 +834,7 @@ static void after_steps(struct stk_lazy *l)
 
 static void free_lazy(struct stk_lazy *l)
 {
+	pthread_mutex_destroy(&l->fd_lock);
 	pthread_mutex_destroy(&l->lock);
 	free(l);
 }
@@ -1049,6 +1058,7 @@ static int create(int priv, int app_fd, bool client, enum stage st, struct stk_c
 		return ret;
 	}
 	pthread_mutex_init(&l->lock, NULL);
+	pthread_mutex_init(&l->fd_lock, NULL);
 	l->conn = conn;
 	l->app_fd = app_fd;
 	l->pid = getpid();
@@ -1083,8 +1093,7 @@ static void destroy(struct stk_conn *conn)
 	struct stk_lazy *l = conn->lazy;
 	conn->lazy = NULL;
 	stk_conn_destroy(conn);
-	pthread_mutex_destroy(&l->lock);
-	free(l);
+	free_lazy(l);
 }
 
 int stk_lazy_server(int priv, int app_fd, struct stk_conn **out)
@@ -1260,7 +1269,10 @@ static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
 		uint64_t now = now_ns();
 		if (deadline && deadline - now < slice && deadline > now)
 			slice = deadline - now;
-		struct pollfd pfd = { .fd = conn->fd,
+		/* the thread may release the private fd meanwhile (settled on the
+		 * kernel): the sleep then ends early or at the slice, and the loop
+		 * sees the phase */
+		struct pollfd pfd = { .fd = __atomic_load_n(&conn->fd, __ATOMIC_ACQUIRE),
 				      .events = POLLIN | POLLRDHUP |
 						(st == C_CONNECTING ? POLLOUT : 0) };
 		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)slice };
@@ -1305,7 +1317,8 @@ static void refuse(struct stk_lazy *l)
 		 * with a server that decides (it may still choose the fabric). */
 		if (done || phase_of(st) == STK_PHASE_STRIP || st == C_CONNECTING)
 			return;
-		struct pollfd pfd = { .fd = conn->fd, .events = POLLIN | POLLRDHUP };
+		struct pollfd pfd = { .fd = __atomic_load_n(&conn->fd, __ATOMIC_ACQUIRE),
+				      .events = POLLIN | POLLRDHUP };
 		struct timespec ts = { 0, (long)(st == HANDSHAKE ? HS_POLL_NS : SETTLE_SLICE_NS) };
 		stk_ready_sys_ppoll(&pfd, 1, &ts, NULL);
 	}
@@ -1336,11 +1349,16 @@ short stk_lazy_events(struct stk_conn *conn)
 	}
 	/* settled on the kernel, private fd released: a call that found the conn
 	 * before that asks the kernel about the app's fd */
+	if (l)
+		pthread_mutex_lock(&l->fd_lock);
 	int fd = __atomic_load_n(&conn->fd, __ATOMIC_ACQUIRE);
 	if (fd < 0)
 		fd = l ? l->app_fd : -1;
 	struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLOUT | POLLRDHUP };
-	if (fd < 0 || stk_sys.poll(&pfd, 1, 0) <= 0)
+	int n = fd < 0 ? 0 : stk_sys.poll(&pfd, 1, 0);
+	if (l)
+		pthread_mutex_unlock(&l->fd_lock);
+	if (n <= 0)
 		return 0;
 	short k = pfd.revents;
 	int phase = __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);

@@ -53,7 +53,13 @@
  *
  * Locks: the registry lock of this file, then a conn's negotiation lock (only
  * ever try-locked under the registry lock), then stk_epoll locks. Nothing that
- * holds an stk_epoll lock calls into this file except stk_lazy_events (no lock).
+ * holds an stk_epoll lock calls into this file except stk_lazy_events (which
+ * only takes the conn's fd lock, a leaf: see struct stk_lazy).
+ *
+ * The private fd: closed exactly once, by the conn's close, or when it
+ * settled on the kernel (after stk_epoll_conn_changed returned, so that no
+ * epoll set holds or registers it any more), never when the app may have its
+ * number (priv_same).
  * Errors are -errno. */
 #ifndef STK_LAZY_H
 #define STK_LAZY_H

@@ -24,14 +24,17 @@ struct stk_epoll *(*stk_ready_lookup_set)(int fd);
 
 static int conn_liveness_fd(struct stk_conn *conn)
 {
-	/* Unlocked reads: a stale answer costs one extra wake-up at most. After
-	 * the peer's MIGRATE the kernel connection carries the data: watch it. */
+	/* Unlocked reads: a stale answer costs one extra wake-up at most to a
+	 * sleep (poll); a set registers the fd only while it cannot be closed
+	 * (stk_epoll_conn_changed). After the peer's MIGRATE the kernel
+	 * connection carries the data: watch it. */
+	int fd = __atomic_load_n(&conn->fd, __ATOMIC_ACQUIRE);
 	if (__atomic_load_n(&conn->mig_rx, __ATOMIC_RELAXED))
-		return conn->fd;
+		return fd;
 	if (__atomic_load_n(&conn->reset, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&conn->peer_closed, __ATOMIC_RELAXED))
 		return -1;
-	return conn->fd;
+	return fd;
 }
 
 static struct stk_fab *conn_fab(struct stk_conn *conn)

@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,6 +25,7 @@
 #include "stack/stk_config.h"
 #include "stack/stk_epoll.h"
 #include "stack/stk_ready.h"
+#include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
 
 /* ---- the test double ---- */
@@ -39,6 +41,7 @@ struct fake_conn {
 	uint64_t gen;      /* atomic */
 	int liveness_calls;
 	bool settled;      /* atomic: the liveness channel said EOF (peer gone) */
+	int phase;         /* atomic: enum stk_phase, for tests that install fake_phase */
 	struct fake_fab *fab;
 	struct stk_ready_watch watch; /* epoll items watching it */
 };
@@ -129,6 +132,11 @@ static void fake_quiesce(struct stk_fab *f)
 static struct stk_ready_watch *fake_watch(struct stk_conn *c)
 {
 	return &F(c)->watch;
+}
+
+static int fake_phase(struct stk_conn *c)
+{
+	return __atomic_load_n(&F(c)->phase, __ATOMIC_ACQUIRE);
 }
 
 static const struct stk_ready_ops fake_ops = {
@@ -1065,6 +1073,94 @@ START_TEST(epoll_del_add_costs_no_syscall)
 }
 END_TEST
 
+
+/* A connection that settles on the kernel while the app adds it to a set, as
+ * the negotiation thread does it (stk_lazy.h): the phase, then
+ * stk_epoll_conn_changed, then the close of the private duplicate that is the
+ * liveness fd. hostile.sh's server got EBADF from epoll_ctl(ADD) of a socket
+ * it had just accepted: the set registered the liveness fd that the thread
+ * had closed meanwhile. */
+struct settler {
+	struct fake_conn *c;
+	int priv;        /* atomic: the private duplicate, -1 once closed */
+	int go, done;    /* atomic */
+	int asked;       /* atomic: liveness_fd calls */
+};
+static struct settler *settling;
+
+static void settle_now(struct settler *st)
+{
+	__atomic_store_n(&st->c->phase, STK_PHASE_KERNEL, __ATOMIC_RELEASE);
+	stk_epoll_conn_changed((struct stk_conn *)st->c);
+	close(__atomic_exchange_n(&st->priv, -1, __ATOMIC_ACQ_REL));
+	__atomic_store_n(&st->done, 1, __ATOMIC_RELEASE);
+}
+
+static void *settler_main(void *arg)
+{
+	struct settler *st = arg;
+	for (int i = 0; i < 5000 && !__atomic_load_n(&st->go, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);
+	settle_now(st);
+	return NULL;
+}
+
+/* The set asks for the liveness fd: the thread settles the conn right then;
+ * the answer is what the set read before (bounded wait: the thread may have
+ * to wait for the set's lock). */
+static int settling_liveness_fd(struct stk_conn *c)
+{
+	struct settler *st = settling;
+	ck_assert_ptr_eq(F(c), st->c);
+	__atomic_fetch_add(&st->asked, 1, __ATOMIC_RELAXED);
+	int fd = __atomic_load_n(&st->priv, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&st->go, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 50 && !__atomic_load_n(&st->done, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);
+	return fd;
+}
+
+/* _i = 0: the conn settles while the set registers it; 1: it settled between
+ * the app's lookup (still negotiating) and its EPOLL_CTL_ADD. Either way the
+ * ADD succeeds, the socket ends up in the app's kernel set E with the app's
+ * data, in none of ours, and the closed fd is never registered. */
+START_TEST(epoll_add_races_settle)
+{
+	int epfd;
+	struct stk_epoll *ep = ep_new(&epfd);
+	struct fake_conn *c = fake_new(false);
+	__atomic_store_n(&c->phase, STK_PHASE_PENDING, __ATOMIC_RELEASE);
+	struct settler st = { .c = c, .priv = fcntl(c->fd, F_DUPFD_CLOEXEC, 100) };
+	ck_assert_int_ge(st.priv, 0);
+	settling = &st;
+	stk_ready_ops.phase = fake_phase;
+	stk_ready_ops.liveness_fd = settling_liveness_fd;
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, settler_main, &st), 0);
+	if (_i == 1) {
+		__atomic_store_n(&st.go, 1, __ATOMIC_RELEASE);
+		for (int i = 0; i < 5000 && !__atomic_load_n(&st.done, __ATOMIC_ACQUIRE); i++)
+			usleep(1000);
+	}
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 42 };
+	ck_assert_int_eq(stk_epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, (struct stk_conn *)c, &ev), 0);
+	__atomic_store_n(&st.go, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(st.done, 1);
+	if (_i == 1)
+		ck_assert_int_eq(st.asked, 0); /* a settled conn's fd is never asked for */
+	ck_assert_ptr_eq(c->watch.first, NULL);
+	ck_assert_int_eq(stk_epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL, NULL), -ENOENT);
+	/* the kernel set reports it, with the app's data */
+	ck_assert_int_eq(write(c->peer, "x", 1), 1);
+	struct epoll_event out[2];
+	ck_assert_int_eq(epoll_wait(epfd, out, 2, 1000), 1);
+	ck_assert_uint_eq(out[0].data.u64, 42);
+	stk_epoll_destroy(ep);
+	close(epfd);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("ready");
@@ -1087,6 +1183,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, epoll_threads_and_two_sets, 0, 2);
 	tcase_add_loop_test(tc, epoll_del_add_costs_no_syscall, 0, 2);
 	tcase_add_loop_test(tc, epoll_nested, 0, 2);
+	tcase_add_loop_test(tc, epoll_add_races_settle, 0, 2);
 	tcase_add_test(tc, idle_uses_little_cpu);
 	suite_add_tcase(s, tc);
 	return s;
