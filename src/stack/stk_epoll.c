@@ -510,8 +510,10 @@ static void migrate_to_kernel(struct stk_epoll *ep, struct ep_item *it);
  * kernel. That fd is, while the connection negotiates, its private duplicate
  * (stk_lazy.h), which the negotiation thread closes once the connection
  * settled on the kernel and stk_epoll_conn_changed moved the items watching
- * it. Here: linked, a full fence, then the phase; there: the phase, a full
- * fence, then the watchers. So either conn_changed finds this item, and it
+ * it. Here: linked under the watch's spin lock, then the phase; there: the
+ * phase, then the watchers under the same lock (the lock orders the two, as a
+ * pair of full fences would; ThreadSanitizer sees a lock, not a fence). So
+ * either conn_changed finds this item, and it
  * waits for ep->lock, the fd open until it moved the item; or this sees the
  * kernel phase and never touches the fd, which may be closed by now or even be
  * another connection's (the item goes to E at once). Without this order the
@@ -520,7 +522,6 @@ static void migrate_to_kernel(struct stk_epoll *ep, struct ep_item *it);
  * settled on the kernel, 0: done, -errno. */
 static int watch_liveness(struct stk_epoll *ep, struct ep_item *it, bool known)
 {
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (stk_ready_phase(it->conn) == STK_PHASE_KERNEL)
 		return 1;
 	int lf = stk_ready_ops.liveness_fd(it->conn);
@@ -806,10 +807,13 @@ void stk_epoll_conn_changed(struct stk_conn *conn)
 		stk_ready_notify(w);
 		return;
 	}
-	/* pairs with the fence of an EPOLL_CTL_ADD (watch_liveness): a set adding
-	 * conn meanwhile is seen here, or sees the kernel phase itself */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (!__atomic_load_n(&w->first, __ATOMIC_ACQUIRE))
+	/* the watch's lock orders this with an EPOLL_CTL_ADD's link
+	 * (watch_liveness): a set adding conn meanwhile is seen here, or sees
+	 * the kernel phase itself */
+	spin_lock(&w->lock);
+	bool watched = w->first != NULL;
+	spin_unlock(&w->lock);
+	if (!watched)
 		return;
 	pthread_mutex_lock(&registry_lock);
 	while (drop_one_watcher(w, migrate_to_kernel))
