@@ -457,8 +457,9 @@ void fdp_ep_rx_error(struct fdp_ep *ep, void *context, uint64_t cq_flags,
  *   -FI_EAGAIN      TX ring or mbuf pool full, or the peer's MAC is still
  *                   being resolved (an ARP request is on its way): retry
  *                   after progress;
- *   -FI_EHOSTUNREACH ARP gave up on the peer (10 requests over ~0.5 s); the
- *                   entry is retried again after a hold-down;
+ *   -FI_EHOSTUNREACH ARP gave up on the peer (10 requests over ~0.5 s, after
+ *                   waiting up to 3 s for the port's link if it was down);
+ *                   the entry is retried again after a hold-down;
  *   -FI_EINVAL      unknown fi_addr, oversize frame. */
 int fdp_tx_frame(struct fdp_ep *ep, fi_addr_t dest, const void *hdr,
 		 size_t hdr_len, const struct iovec *payload,

@@ -38,6 +38,11 @@
  * link comes up costs a millisecond, an absent peer about 0.5 s in all. */
 #define ARP_RETRY_FIRST_NS (1000ull * 1000)
 #define ARP_HOLDDOWN_NS (1000ull * 1000 * 1000)
+/* While the port's link is down, requests are lost before anyone can
+ * answer them, so they are not counted: a memif client's link comes up
+ * only once the EAL interrupt thread has run the handshake, which a loaded
+ * host delays past ARP's 0.5 s. The wait for the link is bounded. */
+#define ARP_LINK_WAIT_NS (3000ull * 1000 * 1000)
 #define REORDER_HOLD_NS (1000ull * 1000)
 #define HOOK_IDLE_GAP_NS 2000
 #define EPHEMERAL_FIRST 49152
@@ -54,6 +59,7 @@ struct arp_entry {
 	uint8_t tries;
 	uint8_t mac[RTE_ETHER_ADDR_LEN];
 	uint64_t next_ns;           /* next request (PENDING) / retry (FAILED) */
+	uint64_t link_wait_end_ns;  /* end of the wait for a down link (0: none yet) */
 };
 
 struct fdp_port {
@@ -534,6 +540,7 @@ static uint32_t arp_find(struct fdp_port *p, uint32_t ip, bool create)
 			p->arp[s].state = ARP_PENDING;
 			p->arp[s].tries = 0;
 			p->arp[s].next_ns = 0;
+			p->arp[s].link_wait_end_ns = 0;
 			return s;
 		}
 		if (p->arp[s].ip == ip)
@@ -579,6 +586,16 @@ static void arp_request(struct fdp_port *p, uint32_t ip)
 	p->stats.arp_req_tx++;
 }
 
+/* Only on ARP's slow path (an unresolved peer): the link state is a read of
+ * the port's data for the drivers used here, no system call. */
+static bool link_down(struct fdp_port *p)
+{
+	struct rte_eth_link link;
+
+	return rte_eth_link_get_nowait(p->port_id, &link) == 0 &&
+	       link.link_status == RTE_ETH_LINK_DOWN;
+}
+
 /* tx_lock held: the MAC for slot, or NULL with the error to return. */
 static const uint8_t *arp_resolve(struct fdp_port *p, uint32_t slot, int *err)
 {
@@ -601,6 +618,16 @@ static const uint8_t *arp_resolve(struct fdp_port *p, uint32_t slot, int *err)
 		e->state = ARP_PENDING;
 		e->tries = 0;
 		e->next_ns = 0;
+		e->link_wait_end_ns = 0;
+	}
+	if (now >= e->next_ns && link_down(p)) {
+		if (!e->link_wait_end_ns)
+			e->link_wait_end_ns = now + ARP_LINK_WAIT_NS;
+		if (now < e->link_wait_end_ns) {
+			e->next_ns = now + ARP_RETRY_FIRST_NS;
+			*err = -FI_EAGAIN;
+			return NULL;
+		}
 	}
 	if (now >= e->next_ns) {
 		if (e->tries >= ARP_TRIES) {

@@ -69,7 +69,8 @@ static struct fi_info *hints_dgram(void)
 	return h;
 }
 
-static void env_open(struct env *e, enum fi_wait_obj wait, bool cntrs)
+static void env_open_dev(struct env *e, const char *device, enum fi_wait_obj wait,
+			 bool cntrs)
 {
 	struct fi_info *h;
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
@@ -80,7 +81,7 @@ static void env_open(struct env *e, enum fi_wait_obj wait, bool cntrs)
 	int i;
 
 	memset(e, 0, sizeof(*e));
-	set_env("net_ring0", IP "/24");
+	set_env(device, IP "/24");
 	h = hints_dgram();
 	ck_assert_int_eq(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &e->info), 0);
 	fi_freeinfo(h);
@@ -103,6 +104,11 @@ static void env_open(struct env *e, enum fi_wait_obj wait, bool cntrs)
 		ck_assert_int_eq(fi_av_insert(e->av, &e->addr[i], 1, &e->fa[i], 0, NULL), 1);
 	}
 	ck_assert_uint_ne(e->addr[0].sin_port, e->addr[1].sin_port);
+}
+
+static void env_open(struct env *e, enum fi_wait_obj wait, bool cntrs)
+{
+	env_open_dev(e, "net_ring0", wait, cntrs);
 }
 
 static void env_close(struct env *e)
@@ -348,6 +354,50 @@ START_TEST(test_arp_unreachable)
 }
 END_TEST
 
+/* While the port's link is down (a memif server without its client: the
+ * state of a memif client whose handshake the EAL thread has not run yet)
+ * ARP requests are lost before anyone can answer: a send waits for the link
+ * (-FI_EAGAIN) instead of failing after ARP's ~0.5 s, and gives up with
+ * FI_EHOSTUNREACH only after a bounded wait. */
+START_TEST(test_arp_waits_for_link)
+{
+	struct env e;
+	struct fi_cq_tagged_entry ent;
+	struct fi_cq_err_entry err;
+	struct sockaddr_in peer;
+	struct timespec t0, t;
+	char dev[128];
+	fi_addr_t fa;
+	double waited = 0;
+	char out[8] = "x";
+	ssize_t ret;
+	int ctx;
+
+	snprintf(dev, sizeof(dev), "net_memif0,role=server,socket=/tmp/fdp-linkdown-%d.sock",
+		 (int)getpid());
+	env_open_dev(&e, dev, FI_WAIT_NONE, false);
+	memset(&peer, 0, sizeof(peer));
+	peer.sin_family = AF_INET;
+	peer.sin_port = htons(9);
+	inet_pton(AF_INET, "198.18.5.2", &peer.sin_addr);
+	ck_assert_int_eq(fi_av_insert(e.av, &peer, 1, &fa, 0, NULL), 1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		ret = fi_send(e.ep[0], out, sizeof(out), NULL, fa, &ctx);
+		if (ret == -FI_EAGAIN)
+			ck_assert_int_eq(fi_cq_read(e.cq[0], &ent, 1), -FI_EAGAIN);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		waited = (double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9;
+	} while (ret == -FI_EAGAIN && waited < 20);
+	ck_assert_int_eq(ret, 0); /* accepted, then completed in error */
+	ck_assert_msg(waited >= 1.5, "gave up on a peer behind a down link after %.2f s", waited);
+	ck_assert_int_eq(fi_cq_read(e.cq[0], &ent, 1), -FI_EAVAIL);
+	ck_assert_int_eq(fi_cq_readerr(e.cq[0], &err, 0), 1);
+	ck_assert_int_eq(err.err, FI_EHOSTUNREACH);
+	env_close(&e);
+}
+END_TEST
+
 START_TEST(test_names_and_eq)
 {
 	struct env e;
@@ -549,6 +599,7 @@ int main(void)
 	tcase_add_test(tc, test_truncation_and_cancel);
 	tcase_add_test(tc, test_wait_fd);
 	tcase_add_test(tc, test_arp_unreachable);
+	tcase_add_test(tc, test_arp_waits_for_link);
 	tcase_add_test(tc, test_names_and_eq);
 	tcase_add_test(tc, test_threads_one_endpoint);
 	tcase_add_test(tc, test_bad_device);
