@@ -288,50 +288,26 @@ static ssize_t pwritev2_accel(struct stk_sock *sock, const struct iovec *iov, in
 	return stk_accel_sendv(sock, iov, iovcnt, rwf_msg_flags(rwf));
 }
 
-PL_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int rwf)
-{
-	ssize_t gate = 0;
-	struct stk_sock *sock = offset == -1 ? rx_sock(fd, rwf_msg_flags(rwf), &gate) : NULL;
-	if (sock)
-		return pl_ret(preadv2_accel(sock, iov, iovcnt, rwf));
-	if (offset == -1 && gate)
-		return pl_ret(gate);
-	return PL_REAL(preadv2)(fd, iov, iovcnt, offset, rwf);
-}
-
-PL_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int iovcnt, off64_t offset, int rwf)
-{
-	ssize_t gate = 0;
-	struct stk_sock *sock = offset == -1 ? rx_sock(fd, rwf_msg_flags(rwf), &gate) : NULL;
-	if (sock)
-		return pl_ret(preadv2_accel(sock, iov, iovcnt, rwf));
-	if (offset == -1 && gate)
-		return pl_ret(gate);
-	return PL_REAL(preadv64v2)(fd, iov, iovcnt, offset, rwf);
-}
-
-PL_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int rwf)
-{
-	ssize_t gate = 0;
-	struct stk_sock *sock = offset == -1 ? tx_sock(fd, rwf_msg_flags(rwf), &gate) : NULL;
-	if (sock)
-		return pl_send_ret(pwritev2_accel(sock, iov, iovcnt, rwf), 0);
-	if (offset == -1 && gate)
-		return pl_ret(gate);
-	return PL_REAL(pwritev2)(fd, iov, iovcnt, offset, rwf);
-}
-
-PL_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int iovcnt, off64_t offset,
-			      int rwf)
-{
-	ssize_t gate = 0;
-	struct stk_sock *sock = offset == -1 ? tx_sock(fd, rwf_msg_flags(rwf), &gate) : NULL;
-	if (sock)
-		return pl_send_ret(pwritev2_accel(sock, iov, iovcnt, rwf), 0);
-	if (offset == -1 && gate)
-		return pl_ret(gate);
-	return PL_REAL(pwritev64v2)(fd, iov, iovcnt, offset, rwf);
-}
+/* preadv2/pwritev2 and their 64-bit twins: offset -1 on an accelerated
+ * socket is readv/writev; any other offset is the kernel's answer. */
+#define PL_RWV2_WRAPPER(name, off_type, pick, accel_ret) \
+	PL_EXPORT ssize_t name(int fd, const struct iovec *iov, int iovcnt, off_type offset, \
+			       int rwf) \
+	{ \
+		ssize_t gate = 0; \
+		struct stk_sock *sock = offset == -1 ? pick(fd, rwf_msg_flags(rwf), &gate) : NULL; \
+		if (sock) \
+			return accel_ret; \
+		if (offset == -1 && gate) \
+			return pl_ret(gate); \
+		return PL_REAL(name)(fd, iov, iovcnt, offset, rwf); \
+	}
+PL_RWV2_WRAPPER(preadv2, off_t, rx_sock, pl_ret(preadv2_accel(sock, iov, iovcnt, rwf)))
+PL_RWV2_WRAPPER(preadv64v2, off64_t, rx_sock, pl_ret(preadv2_accel(sock, iov, iovcnt, rwf)))
+PL_RWV2_WRAPPER(pwritev2, off_t, tx_sock,
+		pl_send_ret(pwritev2_accel(sock, iov, iovcnt, rwf), 0))
+PL_RWV2_WRAPPER(pwritev64v2, off64_t, tx_sock,
+		pl_send_ret(pwritev2_accel(sock, iov, iovcnt, rwf), 0))
 
 /* SCM_RIGHTS: an accelerated socket handed to another process (or back to us
  * under another number) must be a kernel socket that carries its stream. The

@@ -915,16 +915,29 @@ int stk_fab_load(void)
 	return ret;
 }
 
-int stk_fab_get(const char *prov, const struct sockaddr *local, struct stk_fab **out)
+/* The table entry of prov for local (created pending when new), with
+ * table_lock held on success (*i < 0: the table is full). key receives the
+ * entry's name. 0 or -errno (table_lock not held). */
+static int lookup_locked(const char *prov, const struct sockaddr *local, char key[FAB_KEY_MAX],
+			 int *i)
 {
-	*out = NULL;
 	struct fab_src src;
-	char key[FAB_KEY_MAX];
 	int ret = fab_lookup_key(prov, local, &src, key);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&table_lock);
-	int i = entry_of(key, prov, &src);
+	*i = entry_of(key, prov, &src);
+	return 0;
+}
+
+int stk_fab_get(const char *prov, const struct sockaddr *local, struct stk_fab **out)
+{
+	*out = NULL;
+	char key[FAB_KEY_MAX];
+	int i;
+	int ret = lookup_locked(prov, local, key, &i);
+	if (ret)
+		return ret;
 	bool pending = i >= 0 && table[i].pending;
 	pthread_mutex_unlock(&table_lock);
 	if (i < 0)
@@ -965,13 +978,11 @@ static void bg_open_exit(void)
 int stk_fab_get_ready(const char *prov, const struct sockaddr *local, struct stk_fab **out)
 {
 	*out = NULL;
-	struct fab_src src;
 	char key[FAB_KEY_MAX];
-	int ret = fab_lookup_key(prov, local, &src, key);
+	int i;
+	int ret = lookup_locked(prov, local, key, &i);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&table_lock);
-	int i = entry_of(key, prov, &src);
 	bool start = false;
 	if (i < 0) {
 		ret = -ENOSPC;

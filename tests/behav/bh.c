@@ -268,6 +268,18 @@ void bh_tcp_pair(int *client, int *server, int type_flags)
 	close(acc.lfd);
 }
 
+void bh_tcp_pair_warm(int *client, int *server, int warm)
+{
+	char b[4];
+
+	bh_tcp_pair(client, server, 0);
+	if (!warm)
+		return;
+	if (bh_write_all(*client, "ping", 4) != 4 || bh_read_all(*server, b, 4) != 4 ||
+	    bh_write_all(*server, "pong", 4) != 4 || bh_read_all(*client, b, 4) != 4)
+		bh_fail(__FILE__, __LINE__, "warm-up round trip");
+}
+
 int bh_udp_bound(int type_flags)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };

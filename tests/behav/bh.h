@@ -76,6 +76,11 @@ int bh_listener(int type_flags);
  * Aborts the program on failure. */
 void bh_tcp_pair(int *client, int *server, int type_flags);
 
+/* bh_tcp_pair, then with warm one round trip each way ("ping", "pong"), so
+ * that both ends are settled (accelerated under libfabsock) before the
+ * caller's first call. */
+void bh_tcp_pair_warm(int *client, int *server, int warm);
+
 /* A UDP socket bound to 127.0.0.1, ephemeral port. */
 int bh_udp_bound(int type_flags);
 

@@ -43,18 +43,6 @@ static const char *phase_name(int warm)
 	return warm ? "warm" : "cold";
 }
 
-/* A pair; warm: one round trip first, so both ends are settled. */
-static void pair(int *c, int *s, int warm)
-{
-	char b[4];
-
-	bh_tcp_pair(c, s, 0);
-	if (!warm)
-		return;
-	if (bh_write_all(*c, "ping", 4) != 4 || bh_read_all(*s, b, 4) != 4 ||
-	    bh_write_all(*s, "pong", 4) != 4 || bh_read_all(*c, b, 4) != 4)
-		bh_fail(__FILE__, __LINE__, "warm-up round trip");
-}
 
 /* Wait until fd has n bytes to read (bounded): they were received and not
  * read, which the paths that hand a connection to the kernel must keep. */
@@ -106,7 +94,7 @@ static void test_splice(int warm)
 	size_t moved = 0;
 
 	bh_say("-- splice socket -> pipe -> socket (%s)", phase_name(warm));
-	pair(&c, &s, warm);
+	bh_tcp_pair_warm(&c, &s, warm);
 	if (pipe(p) != 0)
 		bh_fail(__FILE__, __LINE__, "pipe");
 	bh_fill(buf, PAYLOAD, 7, 0);
@@ -155,7 +143,7 @@ static void test_splice_full_pipe(void)
 	int c, s, p[2];
 
 	bh_say("-- splice into a full pipe (warm)");
-	pair(&c, &s, 1);
+	bh_tcp_pair_warm(&c, &s, 1);
 	if (pipe(p) != 0)
 		bh_fail(__FILE__, __LINE__, "pipe");
 	fcntl(p[1], F_SETFL, O_NONBLOCK);
@@ -194,7 +182,7 @@ static void test_dprintf(int warm)
 	int c, s;
 
 	bh_say("-- dprintf family (%s)", phase_name(warm));
-	pair(&c, &s, warm);
+	bh_tcp_pair_warm(&c, &s, warm);
 	/* the server speaks first, as a greeting would */
 	bh_ok("dprintf(server)", dprintf(s, "220 ready %d\r\n", 42));
 	bh_ok("__dprintf_chk(server)", __dprintf_chk(s, 1, "%s-%05d\n", "id", 7));
@@ -222,7 +210,7 @@ static void test_stdio(int warm)
 	int c, s;
 
 	bh_say("-- stdio on fdopen'ed sockets (%s)", phase_name(warm));
-	pair(&c, &s, warm);
+	bh_tcp_pair_warm(&c, &s, warm);
 	bh_ok("write(client, two lines)", write(c, "one\ntwo\n", 8));
 	if (warm)
 		wait_inq(s, 8);
@@ -261,7 +249,7 @@ static void test_stdstreams(int warm)
 	int c, s;
 
 	bh_say("-- stdin and stdout on a socket (%s)", phase_name(warm));
-	pair(&c, &s, warm);
+	bh_tcp_pair_warm(&c, &s, warm);
 	bh_ok("write(client, request)", write(c, "GET /\n", 6));
 	if (warm)
 		wait_inq(s, 6);
@@ -295,7 +283,7 @@ static void test_syscall(int warm)
 	int c, s;
 
 	bh_say("-- syscall() (%s)", phase_name(warm));
-	pair(&c, &s, warm);
+	bh_tcp_pair_warm(&c, &s, warm);
 	bh_fill(buf, PAYLOAD, 10, 0);
 	bh_show("syscall(SYS_write, client, 500)", syscall(SYS_write, c, buf, 500));
 	bh_show("recv(server, 500, MSG_WAITALL)", recv(s, got, 500, MSG_WAITALL));
@@ -344,7 +332,7 @@ static void test_positioned(int warm)
 	int c, s;
 
 	bh_say("-- preadv/pwritev/preadv2/pwritev2/pread/pwrite (%s)", phase_name(warm));
-	pair(&c, &s, warm);
+	bh_tcp_pair_warm(&c, &s, warm);
 	struct iovec w = { "abcdef", 6 }, r = { b, 6 };
 	bh_err("pwritev(offset 0)", pwritev(c, &w, 1, 0), ESPIPE);
 	bh_err("pwrite(offset 0)", pwrite(c, "x", 1, 0), ESPIPE);
@@ -390,7 +378,7 @@ static void test_aio(int warm)
 	int c, s;
 
 	bh_say("-- POSIX aio (%s)", phase_name(warm));
-	pair(&c, &s, warm);
+	bh_tcp_pair_warm(&c, &s, warm);
 	bh_fill(buf, PAYLOAD, 11, 0);
 	/* bytes already received when the aio starts */
 	bh_ok("write(client, 1000)", write(c, buf, 1000));
@@ -432,7 +420,7 @@ static void test_iovmax(int warm)
 	int c, s;
 
 	bh_say("-- more than IOV_MAX elements (%s)", phase_name(warm));
-	pair(&c, &s, warm);
+	bh_tcp_pair_warm(&c, &s, warm);
 	for (int i = 0; i <= IOV_MAX; i++) {
 		one[i] = (char)('a' + i % 26);
 		many[i] = (struct iovec){ one + i, 1 };
@@ -459,7 +447,7 @@ static void test_trunc(int warm)
 	int c, s;
 
 	bh_say("-- recv(NULL, n, MSG_TRUNC) discards (%s)", phase_name(warm));
-	pair(&c, &s, warm);
+	bh_tcp_pair_warm(&c, &s, warm);
 	for (int i = 0; i < (int)sizeof(buf); i++)
 		buf[i] = (char)('a' + i % 26);
 	bh_ok("write(client, 1024)", write(c, buf, 1024));
@@ -502,7 +490,7 @@ static void test_nulliov(int warm)
 	int c, s;
 
 	bh_say("-- NULL and empty iovec elements (%s)", phase_name(warm));
-	pair(&c, &s, warm);
+	bh_tcp_pair_warm(&c, &s, warm);
 	struct iovec v[4] = { { NULL, 0 }, { "abcd", 4 }, { NULL, 0 }, { "efgh", 4 } };
 	struct msghdr m = { .msg_iov = v, .msg_iovlen = 4 };
 	for (int use_msg = 0; use_msg <= 1; use_msg++) {

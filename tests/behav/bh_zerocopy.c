@@ -25,17 +25,6 @@
 
 #define CHUNK 32768
 
-static void pair(int *c, int *s, int warm)
-{
-	char b[4];
-
-	bh_tcp_pair(c, s, 0);
-	if (!warm)
-		return;
-	if (bh_write_all(*c, "ping", 4) != 4 || bh_read_all(*s, b, 4) != 4 ||
-	    bh_write_all(*s, "pong", 4) != 4 || bh_read_all(*c, b, 4) != 4)
-		bh_fail(__FILE__, __LINE__, "warm-up round trip");
-}
 
 static void zc_on(const char *what, int fd)
 {
@@ -121,7 +110,7 @@ static void test_after_accel(void)
 	int c, s;
 
 	bh_say("-- SO_ZEROCOPY on an accelerated connection");
-	pair(&c, &s, 1);
+	bh_tcp_pair_warm(&c, &s, 1);
 	zc_on("setsockopt(SO_ZEROCOPY)", c);
 	send_chunks(c, s, 3, MSG_ZEROCOPY, 1);
 	completions(c, 0, 2);
@@ -192,7 +181,7 @@ static void test_flag_only(void)
 	int c, s;
 
 	bh_say("-- MSG_ZEROCOPY without SO_ZEROCOPY: an ordinary send");
-	pair(&c, &s, 1);
+	bh_tcp_pair_warm(&c, &s, 1);
 	send_chunks(c, s, 2, MSG_ZEROCOPY, 8);
 	queue_empty("no completion", c);
 	close(c);
