@@ -1226,6 +1226,14 @@ static int block_wait(struct stk_conn *conn, short events, int timeo_opt,
 	}
 }
 
+static void check_liveness(struct stk_conn *conn);
+
+/* A blocking send whose provider has no room while the peer still grants
+ * credit looks at the kernel connection at most this often: a peer that died
+ * never frees its queue, and POLLOUT (credit and local buffers) says nothing
+ * of it, so without the look the send would retry forever. */
+#define FULL_LIVENESS_NS 1000000ull
+
 /* Sets *to_kernel when our MIGRATE is out: the rest goes on the kernel. */
 static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int flags,
 			 struct block_wait *bw, bool *to_kernel)
@@ -1233,6 +1241,7 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 	bool nonblock = conn->nonblock || (flags & MSG_DONTWAIT);
 	uint16_t urg = (flags & MSG_OOB) ? STK_MSG_URG : 0;
 	unsigned retried = 0;
+	uint64_t live_checked = 0;
 	const uint8_t *src = buf;
 	size_t sent = 0;
 	if (!conn->fab)
@@ -1240,6 +1249,7 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 	size_t seg_payload = stk_fab_stream_seg(conn->fab) - sizeof(struct stk_msg_hdr);
 	for (;;) {
 		int err = 0;
+		bool full = false; /* credit left, no provider room */
 		pthread_mutex_lock(&conn->lock);
 		if (conn->mig_tx) {
 			pthread_mutex_unlock(&conn->lock);
@@ -1273,8 +1283,10 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 				uint16_t f = STK_MSG_DATA | (sent + chunk == len ? urg : 0);
 				int ret = post_locked(conn, f, (uint32_t)chunk, src + sent, chunk,
 						      false);
-				if (ret == -EAGAIN)
+				if (ret == -EAGAIN) {
+					full = true;
 					break;
+				}
 				if (ret) {
 					err = ret;
 					break;
@@ -1310,6 +1322,13 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 			}
 			cpu_relax();
 			continue;
+		}
+		if (full) {
+			uint64_t now = now_ns();
+			if (now - live_checked >= FULL_LIVENESS_NS) {
+				live_checked = now;
+				check_liveness(conn); /* a dead peer: reset, after its grace */
+			}
 		}
 		int w = block_wait(conn, POLLOUT, SO_SNDTIMEO, bw, NULL);
 		if (w < 0 || (w > 0 && sent))

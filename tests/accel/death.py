@@ -3,7 +3,8 @@ victim (SIGKILLed by the script once it printed "ready"), the other the
 survivor, blocked in WAIT when the victim dies, must see end of stream or a
 reset, like on the kernel.
 usage: death.py ROLE SIDE PORT WAIT
-  ROLE: victim | survivor;  SIDE: server | client;  WAIT: recv | epoll | poll | send
+  ROLE: victim | survivor;  SIDE: server | client;
+  WAIT: recv | epoll | poll | send | smallsend
 The survivor prints "survivor: <outcome>" and exits 0 when it saw EOF/reset."""
 import errno
 import select
@@ -60,6 +61,12 @@ try:
         chunk = b"y" * 65536
         for _ in range(100000):
             conn.send(chunk)
+        outcome = "never blocked"
+    elif wait == "smallsend":
+        # one byte a call: the credit never runs out, the provider's queue to
+        # the victim fills and stays full
+        for _ in range(100000000):
+            conn.send(b"z")
         outcome = "never blocked"
 except ConnectionResetError:
     outcome = "reset"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Peer death with both ends launched (FABSOCK_TCP_ACCEL=1), on shm and tcp:
 # the victim is SIGKILLed while the survivor is blocked in recv, epoll_wait,
-# poll or a send that the full window holds; the survivor must see EOF, a
+# poll, a send that the full window holds or a stream of one-byte sends that
+# the provider's queue to the victim holds; the survivor must see EOF, a
 # reset or EPIPE (like on the kernel) within 2 s of the kill (a liveness
 # bound, not a timing: the liveness channel is the kernel connection), on
 # the server side and on the client side, and the connection must have been
@@ -55,7 +56,7 @@ one() { # provider, survivor side (server|client), wait kind
 
 for prov in shm tcp; do
 	for side in server client; do
-		for kind in recv epoll poll send; do
+		for kind in recv epoll poll send smallsend; do
 			one "$prov" "$side" "$kind" || status=1
 		done
 	done
