@@ -22,24 +22,24 @@ run() {
 	rm -f "$tmp/srv.out"
 	# shellcheck disable=SC2086
 	env FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info timeout 90 "$launcher" $srv -- \
-		"$python" "$cork_py" server "$port" >"$tmp/srv.out" 2>"$tmp/srv.log" &
+		"$python" "$cork_py" server "$port" >"$tmp/srv.out" 2>"$tmp/srv-$prov.log" &
 	spid=$!
 	pids="$pids $spid"
-	wait_ready "$tmp/srv.out" || { cat "$tmp/srv.log"; return 1; }
+	wait_ready "$tmp/srv.out" || { cat "$tmp/srv-$prov.log"; return 1; }
 	crc=0
 	for role in client client-exit; do
 		# shellcheck disable=SC2086
 		env FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info timeout 60 "$launcher" $cli -- \
-			"$python" "$cork_py" "$role" "$port" >"$tmp/$role.out" 2>"$tmp/$role.log" || crc=1
+			"$python" "$cork_py" "$role" "$port" >"$tmp/$role.out" 2>"$tmp/$role-$prov.log" || crc=1
 	done
 	wait $spid
 	src=$?
 	sed "s/^/$prov: /" "$tmp/srv.out"
 	[ $crc -eq 0 ] && [ $src -eq 0 ] || { echo "FAIL: $prov: clients $crc server $src";
-		grep -v 'info: counter' "$tmp/client.log" "$tmp/srv.log" | tail -n 8; return 1; }
+		grep -v 'info: counter' "$tmp/client-$prov.log" "$tmp/srv-$prov.log" | tail -n 8; return 1; }
 	# the server's counters (the _exit client dumps none)
-	n=$(counter "$tmp/srv.log" "conn_accel_$prov")
-	msgs=$(counter "$tmp/srv.log" msgs_rx)
+	n=$(counter "$tmp/srv-$prov.log" "conn_accel_$prov")
+	msgs=$(counter "$tmp/srv-$prov.log" msgs_rx)
 	echo "$prov: $n connections accelerated; $sends sends went in $msgs fabric messages"
 	[ "$n" -eq 5 ] || { echo "FAIL: $prov: not every connection on $prov"; return 1; }
 	[ "$msgs" -lt $((sends / 4)) ] || { echo "FAIL: $prov: the bursts were not coalesced"; return 1; }
