@@ -144,6 +144,21 @@ with urllib.request.urlopen(sys.argv[1], timeout=15) as r, open(sys.argv[2], "wb
 	echo "nginx: $i of $conns fetches byte-exact; client: $acc accelerated, $fell on the kernel (prov_init)"
 	[ $((acc + fell)) -eq $conns ] || { echo "FAIL: client: outcome not counted for every fetch"; status=1; }
 	cat "$tmp"/curl*.log | grep -v ': info: ' | grep . && { echo "FAIL: the client printed more than info lines"; status=1; }
+	# a launched wrk (keep-alive, 8 connections, 2 s): it ends by itself (no
+	# spin, no hang) and every request is answered
+	if command -v wrk >/dev/null 2>&1; then
+		env FABSOCK_LOG=info FABSOCK_NEGO_WAIT_MS=1000 timeout 30 "$launcher" -- \
+			wrk -t1 -c8 -d2s "http://127.0.0.1:$port/blob" >"$tmp/wrk.out" 2>"$tmp/wrk.log"
+		wrc=$?
+		reqs=$(sed -n 's/^ *\([0-9][0-9]*\) requests in .*/\1/p' "$tmp/wrk.out")
+		echo "nginx: launched wrk: exit $wrc, ${reqs:-0} requests"
+		if [ $wrc -ne 0 ] || [ "${reqs:-0}" -eq 0 ] || grep -q 'Socket errors\|Non-2xx' "$tmp/wrk.out"; then
+			echo "FAIL: wrk against nginx:"; cat "$tmp/wrk.out"; tail -n 5 "$tmp/wrk.log"; status=1
+		fi
+		grep -v ': info: ' "$tmp/wrk.log" | grep . && { echo "FAIL: wrk's libfabsock printed more than info lines"; status=1; }
+	else
+		echo "wrk not installed: the wrk part not run (./quickstart check installs it)"
+	fi
 	master=$(pgrep -x -P $npid nginx | head -n 1)
 	wusers=$(ps -o user= --ppid "${master:-0}" 2>/dev/null | sort -u | tr '\n' ' ')
 	echo "nginx workers run as: ${wusers:-?}"
