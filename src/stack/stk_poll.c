@@ -83,6 +83,27 @@ static int eval_accel(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns)
 	return cnt;
 }
 
+/* After a sleep that the safety cap ended (stk_sleep_cap): true when an
+ * accelerated entry is ready, i.e. a wake-up was missed. On a fabric with a
+ * wait fd, readiness as delivered so far, without driving the provider: what
+ * that progress would receive now was still on its way, not missed (a
+ * provider that polls its device for the wait fd, dpdk, signals a frame up to
+ * its idle pause after it came, and a cap may fall inside that pause). On one
+ * covered by doorbells, a message already in the provider was owed a ring. */
+static bool missed_wake(const struct pollfd *fds, nfds_t nfds, struct stk_conn **conns)
+{
+	for (nfds_t i = 0; i < nfds; i++) {
+		if (!conns[i] || stk_ready_phase(conns[i]) != STK_PHASE_FABRIC)
+			continue;
+		struct stk_fab *fab = stk_ready_ops.fab(conns[i]);
+		bool waits = fab && stk_ready_ops.wait_fd(fab) >= 0 && stk_ready_ops.events_now;
+		short ev = waits ? stk_ready_ops.events_now(conns[i]) : stk_ready_ops.events(conns[i]);
+		if (stk_ready_revents(ev, fds[i].events))
+			return true;
+	}
+	return false;
+}
+
 /* Kernel results in k (same indexes as fds; accelerated entries carry their
  * liveness channel): copy kernel revents, run liveness checks. Returns how many
  * entries became ready. */
@@ -207,7 +228,6 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			k[i].revents = 0;
 		}
 	}
-	bool capped_out = false; /* the last sleep ended at the safety cap */
 	bool want_out = false;
 	for (nfds_t i = 0; i < nfds; i++)
 		want_out |= conns[i] && (fds[i].events & POLLOUT);
@@ -217,9 +237,6 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			kernel_fresh = false; /* ask the kernel again: the sets changed */
 		}
 		int cnt = eval_accel(fds, nfds, conns);
-		if (cnt && capped_out)
-			stk_count(STK_C_SLEEP_LATE_WAKES); /* a wake-up was missed */
-		capped_out = false;
 		if (kernel_fresh) {
 			cnt += take_kernel(fds, nfds, conns, k);
 		} else if (nkern || check_live) {
@@ -314,7 +331,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 		}
 		if (bells_on)
 			sleepers(conns, nfds, -1);
-		capped_out = n == 0 && capped;
+		if (n == 0 && capped && missed_wake(fds, nfds, conns))
+			stk_count(STK_C_SLEEP_LATE_WAKES);
 		if (n < 0) {
 			ret = n; /* -EINTR: a signal was delivered during the sleep */
 			break;

@@ -1874,8 +1874,15 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 				stk_wake_drain(&wake);
 		}
 		stk_conn_sleepers_add(conn, -1);
-		if (n == 0 && capped && (stk_poll_events(conn) & events))
-			stk_count(STK_C_SLEEP_LATE_WAKES); /* a wake-up was missed */
+		/* a wake-up was missed when the conn is ready: with a wait fd, as
+		 * delivered so far (what progress would receive now was on its
+		 * way: a provider polling for its wait fd, dpdk, signals a frame
+		 * up to its idle pause after it came); covered by doorbells, with
+		 * what the provider holds (a message there was owed a ring) */
+		if (n == 0 && capped &&
+		    __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_FABRIC &&
+		    ((wfd >= 0 ? stk_conn_events(conn) : stk_poll_events(conn)) & events))
+			stk_count(STK_C_SLEEP_LATE_WAKES);
 		if (n == -EINTR)
 			return -EINTR;
 		if (n > 0 && pfd[0].revents && !until)

@@ -306,7 +306,11 @@ int stk_conn_sleep_announce(struct stk_conn *conn, bool send);
 /* A covered poll or blocking wait sleeps at most this: 200 ms without a
  * thread wake-up (stk_wake.h) or when waiting for POLLOUT (provider room comes
  * back with completions any thread may take, no change of the connection);
- * else 1 s, a safety net only (sleep_late_wakes counts what it catches). */
+ * else 1 s, a safety net only (sleep_late_wakes counts what it catches: a
+ * connection ready at the cap; on a fabric with a wait fd, ready before the
+ * waiter drives the provider again: what that progress receives was still on
+ * its way, as a frame that dpdk's progress thread signals up to its idle
+ * pause after it came). */
 #define STK_SLEEP_CAP_NS 200000000ull
 #define STK_SLEEP_SAFETY_NS 1000000000ull
 static inline uint64_t stk_sleep_cap(bool woken, bool want_out)
