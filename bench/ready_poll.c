@@ -22,6 +22,9 @@
 #include <unistd.h>
 
 #include "stack/stk_config.h"
+#include "stack/stk_lazy.h"
+#include "stack/stk_time.h"
+#include "stack/stk_wait.h"
 #include "stack/stk_conn.h"
 #include "stack/stk_epoll.h"
 #include "stack/stk_log.h"
@@ -210,13 +213,13 @@ static void run(const char *prov, bool accel, enum mode mode, long iters)
 	uint64_t *rtt = calloc((size_t)iters, sizeof(*rtt));
 	char buf[MSG] = { 0 };
 	for (long i = 0; i < iters; i++) {
-		uint64_t t0 = stk_ready_now_ns();
+		uint64_t t0 = stk_now_ns();
 		if (xfer(accel, conn, fd, buf, true) != MSG)
 			die("send");
 		wait_readable(&w);
 		if (xfer(accel, conn, fd, buf, false) != MSG)
 			die("recv");
-		rtt[i] = stk_ready_now_ns() - t0;
+		rtt[i] = stk_now_ns() - t0;
 	}
 	char name[64];
 	snprintf(name, sizeof(name), "%s %s", accel ? prov : "kernel",
@@ -247,7 +250,7 @@ static void kernel_overhead(long iters)
 				 { .fd = 0, .events = POLLIN }, { .fd = p[0], .events = POLLIN } };
 	const struct timespec zero = { 0, 0 };
 	for (int pass = 0; pass < 2; pass++) {
-		uint64_t t0 = stk_ready_now_ns();
+		uint64_t t0 = stk_now_ns();
 		for (long i = 0; i < iters; i++) {
 			int n = pass ? stk_poll(fds, 4, &zero, NULL) : ppoll(fds, 4, &zero, NULL);
 			if (n < 0)
@@ -255,7 +258,7 @@ static void kernel_overhead(long iters)
 		}
 		printf("%-22s %7ld calls  %7.1f ns per call (4 kernel fds, timeout 0)\n",
 		       pass ? "stk_poll all-kernel" : "ppoll", iters,
-		       (double)(stk_ready_now_ns() - t0) / (double)iters);
+		       (double)(stk_now_ns() - t0) / (double)iters);
 	}
 	close(p[0]);
 	close(p[1]);

@@ -104,7 +104,7 @@ PL_EXPORT int ioctl(int fd, unsigned long request, ...)
 	struct stk_sock *sock = pl_tracked(fd);
 	if (sock && sock->conn) {
 		if (request == FIONREAD || request == SIOCATMARK) {
-			if (stk_ready_bad_user_range(arg, sizeof(int))) {
+			if (stk_wait_bad_user_range(arg, sizeof(int))) {
 				errno = EFAULT; /* as the kernel, not a SIGSEGV */
 				return -1;
 			}

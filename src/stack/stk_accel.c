@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 int stk_accel_live;
-int stk_epoll_live;
 
 /* Log a reason the first time it is seen (P4), count it every time. */
 static void fallback(enum stk_counter counter, int fd, const char *reason)
@@ -175,7 +174,7 @@ static ssize_t sendv_gathered(struct stk_sock *sock, const struct iovec *iov, in
 	for (int i = 0; i < iovcnt; i++) {
 		if (iov[i].iov_len == 0)
 			continue;
-		if (stk_ready_bad_user_range(iov[i].iov_base, iov[i].iov_len))
+		if (stk_wait_bad_user_range(iov[i].iov_base, iov[i].iov_len))
 			return -EFAULT; /* as the kernel: nothing sent */
 		memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
 		off += iov[i].iov_len;

@@ -32,7 +32,6 @@
 /* Accelerated connections and epoll objects alive in the process: while both
  * are 0, poll/select/epoll need nothing from the stack (one relaxed load). */
 extern int stk_accel_live;
-extern int stk_epoll_live;
 
 /* connect(): call before the kernel connect (the rules already chose to
  * accelerate this destination). Returns true when the socket stays a candidate

@@ -1,8 +1,9 @@
 #include "config.h"
 #include "stack/stk_cork.h"
 #include "stack/stk_log.h"
-#include "stack/stk_stream.h"
+#include "stack/stk_stream_proto.h"
 #include "stack/stk_thread.h"
+#include "stack/stk_time.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -23,15 +24,9 @@ static uint64_t bits[WORDS];               /* atomic */
 static pthread_mutex_t cork_lock = PTHREAD_MUTEX_INITIALIZER;
 static int flusher_state;                  /* atomic: FLUSHER_* */
 static int flusher_waiting;                /* atomic: asleep on stk_cork_count */
+static stk_cork_flush_fn *flush_slot;      /* set once before the first mark */
 
 enum { FLUSHER_NONE, FLUSHER_STARTING, FLUSHER_RUNNING, FLUSHER_FAILED, FLUSHER_STOPPED };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void futex_op(uint32_t *word, int op, uint32_t val)
 {
@@ -48,8 +43,7 @@ static unsigned flush_locked(uint64_t older_than)
 		while (set) {
 			unsigned b = (unsigned)__builtin_ctzll(set);
 			set &= set - 1;
-			struct stk_conn *conn = stk_conn_at(w * 64 + b);
-			if (conn && stk_conn_cork_flush(conn, older_than))
+			if (flush_slot(w * 64 + b, older_than))
 				sent++;
 		}
 		if (!__atomic_load_n(&stk_cork_count, __ATOMIC_RELAXED))
@@ -90,7 +84,7 @@ static void *flusher(void *arg)
 		}
 		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)tick };
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
-		uint64_t now = now_ns();
+		uint64_t now = stk_now_ns();
 		unsigned sent = 0;
 		pthread_mutex_lock(&cork_lock);
 		bool stopped = __atomic_load_n(&flusher_state, __ATOMIC_ACQUIRE) == FLUSHER_STOPPED;
@@ -130,6 +124,11 @@ static void start_flusher(void)
 	starting = FLUSHER_STARTING;
 	__atomic_compare_exchange_n(&flusher_state, &starting, FLUSHER_RUNNING, false,
 				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+void stk_cork_set_flush(stk_cork_flush_fn *fn)
+{
+	flush_slot = fn;
 }
 
 void stk_cork_mark(uint32_t slot)

@@ -51,6 +51,11 @@
 
 extern uint32_t stk_cork_count; /* connections with staged bytes (atomic) */
 
+/* Sends the bytes staged on a slot's connection if they were staged before
+ * older_than (0: whenever); returns whether it sent them. The stream layer
+ * installs it (stk_stream.c, at load time) before the first mark. */
+typedef bool stk_cork_flush_fn(uint32_t slot, uint64_t older_than);
+void stk_cork_set_flush(stk_cork_flush_fn *fn);
 /* The conn in slot got staged bytes / lost them (its lock held). */
 void stk_cork_mark(uint32_t slot);
 void stk_cork_unmark(uint32_t slot);

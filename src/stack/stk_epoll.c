@@ -5,6 +5,8 @@
 #include "stack/stk_cork.h"
 #include "stack/stk_log.h"
 #include "stack/stk_ready.h"
+#include "stack/stk_time.h"
+#include "stack/stk_wait.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
 
@@ -14,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+
+int stk_epoll_live;
 
 /* data.u64 tags in the private set P (never visible to the app): */
 #define TAG_APP 0u    /* E, the app's kernel epoll fd */
@@ -96,7 +100,7 @@ struct stk_epoll {
 	struct ep_item *rd_first, *rd_last;
 	unsigned rd_count;
 	/* outer sets' items watching this set */
-	struct stk_ready_watch watch;
+	struct stk_watch watch;
 	/* waking sleepers: a thread that queues an item while another sleeps on P
 	 * (its change may have come through no fd P holds: another thread's
 	 * progress, a ctl, a shutdown) rings wake_fd, once per sleep */
@@ -120,7 +124,7 @@ static void spin_lock(int *l)
 {
 	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
 		while (__atomic_load_n(l, __ATOMIC_RELAXED))
-			stk_ready_cpu_relax();
+			stk_wait_cpu_relax();
 }
 
 static void spin_unlock(int *l)
@@ -191,27 +195,26 @@ static void enqueue(struct ep_item *it)
 	 * kernel set sleeping on E wakes (the next scan or refresh lowers it) */
 	if (appended && __atomic_load_n(&ep->expose_wanted, __ATOMIC_RELAXED))
 		expose_raise(ep);
-	stk_ready_notify(&ep->watch);
+	stk_watch_notify(&ep->watch);
 }
 
-void stk_ready_notify(struct stk_ready_watch *w)
+/* stk_watch_ops.notify: someone watches w (stk_watch_notify checked). */
+static void watch_notify(struct stk_watch *w)
 {
-	if (!__atomic_load_n(&w->first, __ATOMIC_ACQUIRE))
-		return;
 	spin_lock(&w->lock);
 	for (struct ep_item *it = w->first; it; it = it->w_next)
 		enqueue(it);
 	spin_unlock(&w->lock);
 }
 
-static struct stk_ready_watch *watch_of(struct ep_item *it)
+static struct stk_watch *watch_of(struct ep_item *it)
 {
 	return it->conn ? stk_ready_ops.watch(it->conn) : &it->inner->watch;
 }
 
 static void watch_link(struct ep_item *it)
 {
-	struct stk_ready_watch *w = watch_of(it);
+	struct stk_watch *w = watch_of(it);
 	spin_lock(&w->lock);
 	struct ep_item *first = w->first;
 	it->w_prev = NULL;
@@ -226,7 +229,7 @@ static void watch_link(struct ep_item *it)
  * same object (the same socket under two fds: its liveness fd stays in P). */
 static bool watch_unlink(struct ep_item *it)
 {
-	struct stk_ready_watch *w = watch_of(it);
+	struct stk_watch *w = watch_of(it);
 	spin_lock(&w->lock);
 	if (it->w_prev)
 		it->w_prev->w_next = it->w_next;
@@ -245,7 +248,7 @@ static bool watch_unlink(struct ep_item *it)
  * NULL. A parked one is the only item of ep watching its connection. */
 static struct ep_item *watched_by(struct stk_epoll *ep, struct ep_item *it)
 {
-	struct stk_ready_watch *w = watch_of(it);
+	struct stk_watch *w = watch_of(it);
 	struct ep_item *found = NULL;
 	spin_lock(&w->lock);
 	for (struct ep_item *o = w->first; o && !found; o = o->w_next)
@@ -258,7 +261,7 @@ static struct ep_item *watched_by(struct stk_epoll *ep, struct ep_item *it)
 /* Does an item of ep other than it watch its object (it linked)? */
 static bool watch_shared(struct ep_item *it)
 {
-	struct stk_ready_watch *w = watch_of(it);
+	struct stk_watch *w = watch_of(it);
 	bool shared = false;
 	spin_lock(&w->lock);
 	for (struct ep_item *o = w->first; o && !shared; o = o->w_next)
@@ -274,6 +277,8 @@ static int sys_ctl(int epfd, int op, int fd, uint32_t events, uint64_t tag)
 	struct epoll_event ev = { .events = events, .data.u64 = tag };
 	return stk_sys.epoll_ctl(epfd, op, fd, &ev) == 0 ? 0 : -errno;
 }
+
+static const struct stk_watch_ops watch_ops;
 
 int stk_epoll_create(int epfd, struct stk_epoll **out)
 {
@@ -292,6 +297,7 @@ int stk_epoll_create(int epfd, struct stk_epoll **out)
 	struct stk_epoll *ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -ENOMEM;
+	stk_watch_install(&watch_ops); /* before any item links into a watch */
 	ep->epfd = epfd;
 	ep->expose_fd = -1;
 	ep->priv = stk_sys.epoll_create1(EPOLL_CLOEXEC);
@@ -757,7 +763,7 @@ int stk_epoll_expose(struct stk_epoll *ep)
 /* Apply fn (remove_item or migrate_to_kernel: both take the item off w) under
  * its set's lock to one item watching w (registry_lock held, so the set cannot
  * be destroyed meanwhile). False when none is left. */
-static bool drop_one_watcher(struct stk_ready_watch *w,
+static bool drop_one_watcher(struct stk_watch *w,
 			     void (*fn)(struct stk_epoll *ep, struct ep_item *it))
 {
 	spin_lock(&w->lock);
@@ -799,14 +805,11 @@ static void migrate_to_kernel(struct stk_epoll *ep, struct ep_item *it)
 	remove_item(ep, it);
 }
 
-void stk_epoll_conn_changed(struct stk_conn *conn)
+/* stk_watch_ops.kernel: the watched connection settled on the kernel (or
+ * migrated with nothing left to read): every set watching it hands it to its
+ * kernel set E. */
+static void watch_kernel(struct stk_watch *w)
 {
-	struct stk_ready_watch *w = stk_ready_ops.watch(conn);
-	if (stk_ready_phase(conn) != STK_PHASE_KERNEL) {
-		/* on the fabric: its generation moved, so sets report a new edge */
-		stk_ready_notify(w);
-		return;
-	}
 	/* the watch's lock orders this with an EPOLL_CTL_ADD's link
 	 * (watch_liveness): a set adding conn meanwhile is seen here, or sees
 	 * the kernel phase itself */
@@ -819,6 +822,20 @@ void stk_epoll_conn_changed(struct stk_conn *conn)
 	while (drop_one_watcher(w, migrate_to_kernel))
 		; /* E wakes its waiters when the socket is ready */
 	pthread_mutex_unlock(&registry_lock);
+}
+
+static const struct stk_watch_ops watch_ops = {
+	.notify = watch_notify,
+	.kernel = watch_kernel,
+};
+
+void stk_epoll_conn_changed(struct stk_conn *conn)
+{
+	struct stk_watch *w = stk_ready_ops.watch(conn);
+	if (stk_ready_phase(conn) != STK_PHASE_KERNEL)
+		stk_watch_notify(w); /* on the fabric: its generation moved: a new edge */
+	else
+		watch_kernel(w);
 }
 
 void stk_epoll_destroy(struct stk_epoll *ep)
@@ -854,7 +871,7 @@ void stk_epoll_destroy(struct stk_epoll *ep)
 
 void stk_epoll_conn_closed(struct stk_conn *conn)
 {
-	struct stk_ready_watch *w = stk_ready_ops.watch(conn);
+	struct stk_watch *w = stk_ready_ops.watch(conn);
 	if (!__atomic_load_n(&w->first, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&registry_lock);
@@ -1050,7 +1067,7 @@ static void harvest_priv(struct stk_epoll *ep)
 			 * data; else the peer's end: evaluate the items either way */
 			if (stk_ready_phase(conn) == STK_PHASE_FABRIC)
 				stk_ready_ops.liveness(conn);
-			stk_ready_notify(stk_ready_ops.watch(conn));
+			stk_watch_notify(stk_ready_ops.watch(conn));
 		}
 	}
 }
@@ -1143,7 +1160,7 @@ int stk_epoll_wait(struct stk_epoll *ep, struct epoll_event *evs, int max, int t
 {
 	if (max <= 0 || (size_t)max > (size_t)INT32_MAX / sizeof(*evs))
 		return -EINVAL;
-	return wait_until(ep, evs, max, stk_ready_deadline_ms(timeout_ms), sigmask);
+	return wait_until(ep, evs, max, stk_wait_deadline_ms(timeout_ms), sigmask);
 }
 
 int stk_epoll_wait_ts(struct stk_epoll *ep, struct epoll_event *evs, int max,
@@ -1154,7 +1171,7 @@ int stk_epoll_wait_ts(struct stk_epoll *ep, struct epoll_event *evs, int max,
 	if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
 			timeout->tv_nsec >= 1000000000L))
 		return -EINVAL;
-	return wait_until(ep, evs, max, stk_ready_deadline_ts(timeout), sigmask);
+	return wait_until(ep, evs, max, stk_wait_deadline_ts(timeout), sigmask);
 }
 
 /* Doorbells for every accelerated item of ep and of the sets it nests
@@ -1225,7 +1242,7 @@ int stk_epoll_prepare_sleep(struct stk_epoll *ep, bool announce, int *priv_fd)
 static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		      uint64_t deadline, const sigset_t *sigmask)
 {
-	struct stk_ready_sigs sigs = { .blocked = false };
+	struct stk_wait_sigs sigs = { .blocked = false };
 	struct stk_ready_fabs wf = { .n = 0 };
 	uint64_t spin_end = 0;
 	bool priv_fresh = false;
@@ -1235,10 +1252,10 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		unsigned appends = __atomic_load_n(&ep->appends, __ATOMIC_SEQ_CST);
 		int n = collect(ep, evs, max, priv_fresh);
 		priv_fresh = false;
-		enum stk_ready_step step = stk_ready_spin_step(n, deadline, &spin_end, &sigs, &ret);
-		if (step == STK_READY_STOP)
+		enum stk_wait_step step = stk_wait_spin_step(n, deadline, &spin_end, &sigs, &ret);
+		if (step == STK_WAIT_STOP)
 			break;
-		if (step == STK_READY_SPIN)
+		if (step == STK_WAIT_SPIN)
 			continue;
 		pthread_mutex_lock(&ep->lock);
 		wf.n = 0;
@@ -1264,8 +1281,8 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 			__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
 			continue;
 		}
-		uint64_t now = stk_ready_now_ns();
-		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER
+		uint64_t now = stk_now_ns();
+		uint64_t sleep = deadline == STK_WAIT_NEVER ? STK_WAIT_NEVER
 				 : deadline > now       ? deadline - now
 							 : 0;
 		if (slice && slice < sleep)
@@ -1273,8 +1290,8 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		struct timespec ts = { .tv_sec = (time_t)(sleep / 1000000000ull),
 				       .tv_nsec = (long)(sleep % 1000000000ull) };
 		struct pollfd pfd = { .fd = ep->priv, .events = POLLIN };
-		n = stk_ready_sys_ppoll(&pfd, 1, sleep == STK_READY_NEVER ? NULL : &ts,
-					stk_ready_sleep_mask(&sigs, sigmask));
+		n = stk_wait_sys_ppoll(&pfd, 1, sleep == STK_WAIT_NEVER ? NULL : &ts,
+					stk_wait_sleep_mask(&sigs, sigmask));
 		__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
 		if (n < 0) {
 			ret = n; /* -EINTR: a signal was delivered during the sleep */
@@ -1283,7 +1300,7 @@ static int wait_until(struct stk_epoll *ep, struct epoll_event *evs, int max,
 		stk_ready_fabs_backoff(&wf, n > 0);
 		priv_fresh = n > 0;
 	}
-	stk_ready_restore_signals(&sigs);
+	stk_wait_restore_signals(&sigs);
 	return ret;
 }
 

@@ -17,7 +17,7 @@
  *
  * Readiness of accelerated sockets: a READY LIST, as the kernel's. Every change of
  * a connection that can raise a readiness bit (a delivered message, a reset, a
- * shutdown, provider room coming back) calls stk_ready_notify on the
+ * shutdown, provider room coming back) calls stk_watch_notify on the
  * connection's watcher list (stk_ready.h), which queues each item watching it at
  * the back of its set's ready list (and, through the set's own watcher list,
  * the items of sets that nest it). ADD and MOD queue an item that is ready at
@@ -98,6 +98,10 @@
 
 struct stk_conn;
 struct stk_epoll;
+
+/* Epoll objects alive in the process (atomic): while 0, the poll family looks
+ * at no epoll fd of its sets (stk_ready_lookup_set is not called). */
+extern int stk_epoll_live;
 
 /* data.u64 of the exposure eventfd in E; stripped from every result. */
 #define STK_EPOLL_EXPOSE_TAG 0xfab50c4e5e7ea11dull

@@ -5,7 +5,6 @@
 #include "stack/stk_counters.h"
 #include "stack/stk_hooks.h"
 #include "stack/stk_log.h"
-#include "stack/stk_stream.h"
 #include "stack/stk_thread.h"
 
 #include <dirent.h>
@@ -27,6 +26,13 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+
+static stk_fab_deliver_fn *deliver; /* set once before any fabric opens */
+
+void stk_fab_set_deliver(stk_fab_deliver_fn *fn)
+{
+	deliver = fn;
+}
 
 #define FAB_MAX 16
 #define FAB_KEY_MAX (STK_FAB_NAME_MAX + INET6_ADDRSTRLEN + 16) /* "tcp@<local ip>[%scope]" */
@@ -248,7 +254,7 @@ static void complete(struct stk_fab *fab, void *context, uint64_t flags, size_t 
 		return;
 	if (buf->is_rx) {
 		if (ok && (flags & FI_RECV))
-			stk_stream_deliver(fab, buf->data, len);
+			deliver(fab, buf->data, len);
 		post_rx(fab, buf);
 		return;
 	}

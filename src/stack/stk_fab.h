@@ -135,6 +135,11 @@ int stk_fab_inject2(struct stk_fab *fab, const void *hdr, size_t hlen, const voi
 
 /* Drain up to stk_cfg.batch completions. Returns the number handled (0 when the
  * CQ was empty or another thread held it). */
+/* The receiver of every message that progress takes: the stream layer
+ * installs it (stk_stream.c, at load time) before any fabric opens; it runs
+ * with the fabric's completion lock held. */
+typedef void stk_fab_deliver_fn(struct stk_fab *fab, const void *msg, size_t len);
+void stk_fab_set_deliver(stk_fab_deliver_fn *fn);
 int stk_fab_progress(struct stk_fab *fab);
 /* Drain the CQ: batches until one is not full (or the CQ is another thread's
  * now), max_batches at most. */

@@ -2,17 +2,16 @@
  * Contracts in stk_lazy.h, protocol in stk_nego.h. */
 #include "config.h"
 #include "stack/stk_lazy.h"
-#include "stack/stk_accel.h"
 #include "stack/stk_config.h"
 #include "stack/stk_conn.h"
 #include "stack/stk_counters.h"
-#include "stack/stk_epoll.h"
 #include "stack/stk_log.h"
 #include "stack/stk_nego.h"
-#include "stack/stk_ready.h"
+#include "stack/stk_wait.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
 #include "stack/stk_thread.h"
+#include "stack/stk_time.h"
 
 #include <errno.h>
 #include <linux/sockios.h>
@@ -90,13 +89,6 @@ static int providers_ready; /* atomic: this process opened its providers once */
 static int warm_started;    /* atomic: the warm-up below was started (once) */
 static int warm_running;    /* atomic: a warm-up thread is inside libfabric */
 static __thread bool thread_idle; /* the negotiation thread has no other conn to visit */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int phase_of(enum stage st)
 {
@@ -239,7 +231,7 @@ static bool record_cut(struct stk_lazy *l)
 	}
 	struct pollfd p = { .fd = l->conn->fd, .events = POLLRDHUP };
 	bool ended = stk_sys.poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-	uint64_t now = now_ns();
+	uint64_t now = stk_now_ns();
 	if (!l->cut_deadline)
 		l->cut_deadline = now + (uint64_t)STK_NEGO_RECORD_MS * 1000000ull;
 	if (!ended && now < l->cut_deadline)
@@ -283,7 +275,7 @@ static void send_or_fail(struct stk_lazy *l, const struct stk_nego_msg *msg)
 static void begin_handshake(struct stk_lazy *l)
 {
 	l->hs_posted = false;
-	l->deadline = now_ns() + (uint64_t)STK_NEGO_HANDSHAKE_MS * 1000000ull;
+	l->deadline = stk_now_ns() + (uint64_t)STK_NEGO_HANDSHAKE_MS * 1000000ull;
 	set_stage(l, HANDSHAKE);
 }
 
@@ -371,12 +363,12 @@ static bool server_handshake(struct stk_lazy *l, enum driver by)
 	 * per connection, when the thread has nothing else to do (a spin per conn
 	 * of a burst would delay the others' steps, their clients' messages
 	 * among them); app threads wait in slices instead */
-	uint64_t spin_end = by == BY_THREAD && thread_idle ? now_ns() + HS_SPIN_NS : 0;
+	uint64_t spin_end = by == BY_THREAD && thread_idle ? stk_now_ns() + HS_SPIN_NS : 0;
 	int r;
 	while ((r = stk_conn_handshake_step(l->conn, &l->hs_posted, true)) == 0 &&
-	       now_ns() < spin_end)
-		stk_ready_cpu_relax();
-	if (r == 0 && now_ns() < l->deadline)
+	       stk_now_ns() < spin_end)
+		stk_wait_cpu_relax();
+	if (r == 0 && stk_now_ns() < l->deadline)
 		return false;
 	struct stk_nego_msg verdict;
 	stk_conn_make_decision(&verdict, r > 0 ? STK_NEGO_READY : STK_NEGO_CANCEL,
@@ -680,7 +672,7 @@ static void notify(struct stk_lazy *l)
 	if (!l->changed)
 		return;
 	l->changed = false;
-	stk_epoll_conn_changed(l->conn);
+	stk_conn_changed(l->conn);
 }
 
 static bool settled(const struct stk_lazy *l)
@@ -799,7 +791,7 @@ static void watch(struct stk_lazy *l)
  * there. */
 static uint64_t timers_due(void)
 {
-	uint64_t now = now_ns(), next = 0;
+	uint64_t now = stk_now_ns(), next = 0;
 	struct stk_lazy *l = q_head[Q_TIMER];
 	while (l) {
 		struct stk_lazy *n = l->qnext;
@@ -1240,10 +1232,10 @@ static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
 		pthread_mutex_lock(&l->lock);
 		advance(l, BY_APP);
 		if (for_write && !start && (l->stage == C_WAIT_HELLO || l->stage == S_WAIT_REPLY))
-			start = now_ns();
+			start = stk_now_ns();
 		if (start)
 			deadline = start + write_wait_ns(l); /* longer once the client said HOLD */
-		if (for_write && deadline && now_ns() >= deadline)
+		if (for_write && deadline && stk_now_ns() >= deadline)
 			give_up_for_write(l);
 		enum stage st = l->stage;
 		after_steps(l);
@@ -1259,14 +1251,14 @@ static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
 		 * 4); a non-blocking write waits for it at most this long per call. */
 		if (nonblock && st == HANDSHAKE && l->client) {
 			if (!decide_start)
-				decide_start = now_ns();
-			else if (now_ns() - decide_start > (uint64_t)STK_NEGO_REPLY_WAIT_MS * 1000000ull)
+				decide_start = stk_now_ns();
+			else if (stk_now_ns() - decide_start > (uint64_t)STK_NEGO_REPLY_WAIT_MS * 1000000ull)
 				return -EAGAIN;
 		}
 		/* Wait for the peer's bytes (or the connect), in slices: the thread may
 		 * take them first, and a handshake makes no kernel event. */
 		uint64_t slice = st == HANDSHAKE ? HS_POLL_NS : SETTLE_SLICE_NS;
-		uint64_t now = now_ns();
+		uint64_t now = stk_now_ns();
 		if (deadline && deadline - now < slice && deadline > now)
 			slice = deadline - now;
 		/* the thread may release the private fd meanwhile (settled on the
@@ -1276,7 +1268,7 @@ static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
 				      .events = POLLIN | POLLRDHUP |
 						(st == C_CONNECTING ? POLLOUT : 0) };
 		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)slice };
-		stk_ready_sys_ppoll(&pfd, 1, &ts, NULL); /* EINTR: the handler ran; go on */
+		stk_wait_sys_ppoll(&pfd, 1, &ts, NULL); /* EINTR: the handler ran; go on */
 	}
 }
 
@@ -1301,10 +1293,10 @@ static void refuse(struct stk_lazy *l)
 		advance(l, BY_REFUSE);
 		bool first = l->stage == C_WAIT_HELLO || l->stage == S_WAIT_REPLY;
 		if (first && !start)
-			start = now_ns();
+			start = stk_now_ns();
 		if (start)
 			deadline = start + write_wait_ns(l);
-		if (first && now_ns() >= deadline) {
+		if (first && stk_now_ns() >= deadline) {
 			give_up_for_write(l);
 			advance(l, BY_REFUSE); /* a late record already there goes now */
 		}
@@ -1320,7 +1312,7 @@ static void refuse(struct stk_lazy *l)
 		struct pollfd pfd = { .fd = __atomic_load_n(&conn->fd, __ATOMIC_ACQUIRE),
 				      .events = POLLIN | POLLRDHUP };
 		struct timespec ts = { 0, (long)(st == HANDSHAKE ? HS_POLL_NS : SETTLE_SLICE_NS) };
-		stk_ready_sys_ppoll(&pfd, 1, &ts, NULL);
+		stk_wait_sys_ppoll(&pfd, 1, &ts, NULL);
 	}
 }
 
@@ -1345,7 +1337,7 @@ short stk_lazy_events(struct stk_conn *conn)
 			requeue(l);
 		pthread_mutex_unlock(&l->lock);
 		if (__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_FABRIC)
-			return stk_poll_events(conn);
+			return stk_stream_events(conn);
 	}
 	/* settled on the kernel, private fd released: a call that found the conn
 	 * before that asks the kernel about the app's fd */
@@ -1365,7 +1357,7 @@ short stk_lazy_events(struct stk_conn *conn)
 	if (phase == STK_PHASE_KERNEL)
 		return k;
 	if (phase == STK_PHASE_FABRIC)
-		return stk_poll_events(conn);
+		return stk_stream_events(conn);
 	/* Negotiation bytes are not readable; an end of stream or an error is (the
 	 * read settles on the kernel and reports it). */
 	short ev = (short)(k & (POLLOUT | POLLERR | POLLHUP | POLLRDHUP));
@@ -1396,4 +1388,11 @@ void stk_lazy_atfork_child(void)
 		warm_running = 0;
 		warm_started = 0;
 	}
+}
+
+short stk_poll_events(struct stk_conn *conn)
+{
+	if (__builtin_expect(__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_FABRIC, 0))
+		return stk_lazy_events(conn);
+	return stk_stream_events(conn);
 }

@@ -96,6 +96,10 @@ void stk_lazy_refuse(struct stk_conn *conn);
 /* poll(2) events of a conn that is not on the fabric: the kernel socket's, no
  * POLLIN for negotiation bytes. Never blocks, takes no lock of this file. */
 short stk_lazy_events(struct stk_conn *conn);
+/* Readiness now, in any phase (drives progress or the negotiation once):
+ * POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR as poll(2) would report them for
+ * a TCP socket. */
+short stk_poll_events(struct stk_conn *conn);
 
 /* The conn is being closed: forget it (the thread never touches it again). */
 void stk_lazy_forget(struct stk_conn *conn);

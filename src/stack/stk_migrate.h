@@ -47,43 +47,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "stack/stk_leftover.h"
+
 struct stk_conn;
-
-enum stk_migrate_reason {
-	STK_MIGRATE_REASON_FORK,
-	STK_MIGRATE_REASON_EXEC,
-	STK_MIGRATE_REASON_PASS,
-	STK_MIGRATE_REASON_PEER,
-	STK_MIGRATE_REASON_BYPASS, /* the app's next calls go around libfabsock */
-	STK_MIGRATE_REASON_ZEROCOPY, /* SO_ZEROCOPY: completions come from the kernel */
-};
-
-/* ---- leftover: unread bytes at migration, shareable across fork ---- */
-struct stk_leftover;
-/* A copy of count bytes of ring (size bytes, first at head). NULL when count
- * is 0. Shared memory when possible (a memfd, returned in *fd_out, close-on-
- * exec, or -1 when anonymous), else private (logged). */
-struct stk_leftover *stk_leftover_new(const uint8_t *ring, size_t size, size_t head,
-				      size_t count, int *fd_out);
-/* Map the leftover of a memfd handed down through an exec (stk_accel_adopt);
- * NULL when it is not one. The caller may close memfd afterwards. */
-struct stk_leftover *stk_leftover_open(int memfd);
-/* Take (or peek) up to len bytes; returns how many. */
-size_t stk_leftover_take(struct stk_leftover *left, void *dst, size_t len, bool peek);
-size_t stk_leftover_count(struct stk_leftover *left);
-void stk_leftover_free(struct stk_leftover *left);
-
-/* ---- data calls on a connection whose fabric part is over ---- */
-/* Receive: leftover bytes first, then the kernel connection. Also used for the
- * rest of a call that found the ring empty after the peer's MIGRATE. */
-ssize_t stk_migrated_recv(struct stk_conn *conn, void *buf, size_t len, int flags);
-/* Send on the kernel connection (MSG_NOSIGNAL added: the preload raises SIGPIPE). */
-ssize_t stk_migrated_send(struct stk_conn *conn, const void *buf, size_t len, int flags);
-/* Kernel readiness of conn->fd, with POLLIN while extra_in bytes are buffered. */
-short stk_migrated_events(struct stk_conn *conn, size_t extra_in);
-
-/* Count and log (once per reason, info) a connection that finished migrating. */
-void stk_migrate_note(struct stk_conn *conn, enum stk_migrate_reason why);
 
 /* ---- whole-process operations ---- */
 /* Migrate conns (n of them; NULL entries skipped): send every MIGRATE, then

@@ -1,7 +1,7 @@
 /* Checks of what a peer said in the negotiation (contract in stk_peer.h). */
 #include "config.h"
 #include "stack/stk_peer.h"
-#include "stack/stk_stream.h"
+#include "stack/stk_stream_proto.h"
 #include "stack/stk_sys.h"
 
 #include <errno.h>

@@ -2,7 +2,8 @@
  * fds. The contracts are in stk_ready.h. */
 #include "config.h"
 #include "stack/stk_ready.h"
-#include "stack/stk_accel.h"
+#include "stack/stk_time.h"
+#include "stack/stk_wait.h"
 #include "stack/stk_config.h"
 #include "stack/stk_cork.h"
 #include "stack/stk_counters.h"
@@ -20,7 +21,7 @@
 static __thread unsigned mixed_calls;
 
 /* poll_deadline's deadline argument: compute it from timeout when needed */
-#define DEADLINE_FROM_TIMEOUT (STK_READY_NEVER - 1)
+#define DEADLINE_FROM_TIMEOUT (STK_WAIT_NEVER - 1)
 
 /* Accelerated sockets of the set: conns[i] for each entry, NULL for kernel fds.
  * Returns how many are accelerated. */
@@ -209,7 +210,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 		      uint64_t deadline, const sigset_t *sigmask)
 {
 	struct stk_ready_fabs fabs = { .n = 0 };
-	struct stk_ready_sigs sigs = { .blocked = false };
+	struct stk_wait_sigs sigs = { .blocked = false };
 	const struct timespec zero = { 0, 0 };
 	nfds_t nkern = nfds - nacc;
 	bool kernel_fresh = false; /* k holds results of a sleep that just returned */
@@ -241,7 +242,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			cnt += take_kernel(fds, nfds, conns, k);
 		} else if (nkern || check_live) {
 			arm_liveness(fds, k, nfds, conns);
-			int n = stk_ready_sys_ppoll(k, nfds, &zero, NULL);
+			int n = stk_wait_sys_ppoll(k, nfds, &zero, NULL);
 			if (n < 0) {
 				ret = n;
 				break;
@@ -250,10 +251,10 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 		}
 		kernel_fresh = false;
 		check_live = false;
-		enum stk_ready_step step = stk_ready_spin_step(cnt, deadline, &spin_end, &sigs, &ret);
-		if (step == STK_READY_STOP)
+		enum stk_wait_step step = stk_wait_spin_step(cnt, deadline, &spin_end, &sigs, &ret);
+		if (step == STK_WAIT_STOP)
 			break;
-		if (step == STK_READY_SPIN)
+		if (step == STK_WAIT_SPIN)
 			continue;
 		for (nfds_t i = 0; i < nfds; i++) /* a negotiation may have ended */
 			if (conns[i])
@@ -298,8 +299,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			k[nsleep].events = POLLIN;
 			k[nsleep++].revents = 0;
 		}
-		uint64_t now = stk_ready_now_ns();
-		uint64_t sleep = deadline == STK_READY_NEVER ? STK_READY_NEVER
+		uint64_t now = stk_now_ns();
+		uint64_t sleep = deadline == STK_WAIT_NEVER ? STK_WAIT_NEVER
 				 : deadline > now       ? deadline - now
 							 : 0;
 		if (slice && slice < sleep)
@@ -322,8 +323,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			sleep = cap;
 		bool capped = sleep == cap && deadline - now > cap;
 		struct timespec ts = ns_to_ts(sleep);
-		int n = stk_ready_sys_ppoll(k, nsleep, sleep == STK_READY_NEVER ? NULL : &ts,
-					    stk_ready_sleep_mask(&sigs, sigmask));
+		int n = stk_wait_sys_ppoll(k, nsleep, sleep == STK_WAIT_NEVER ? NULL : &ts,
+					    stk_wait_sleep_mask(&sigs, sigmask));
 		if (woken) {
 			wake_links(conns, nfds, nodes, &proto, false);
 			if (n > 0 && k[wake_idx].revents)
@@ -342,7 +343,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			sets->slice_ns = 0; /* activity: look closely again */
 		kernel_fresh = true;
 	}
-	stk_ready_restore_signals(&sigs);
+	stk_wait_restore_signals(&sigs);
 	if (ret <= 0)
 		for (nfds_t i = 0; i < nfds; i++)
 			fds[i].revents = 0;
@@ -362,10 +363,10 @@ static int poll_deadline(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 	if (nfds > STACK_FDS) {
 		if (nfds > (1u << 20))
 			return -EINVAL;
-		conns = stk_ready_scratch(0, nfds * sizeof(*conns));
-		k = stk_ready_scratch(1, (nfds + STK_READY_FAB_MAX + 1 + STK_READY_SET_MAX) *
+		conns = stk_wait_scratch(0, nfds * sizeof(*conns));
+		k = stk_wait_scratch(1, (nfds + STK_READY_FAB_MAX + 1 + STK_READY_SET_MAX) *
 					     sizeof(*k));
-		nodes = stk_ready_scratch(3, nfds * sizeof(*nodes));
+		nodes = stk_wait_scratch(3, nfds * sizeof(*nodes));
 		if (!conns || !k || !nodes)
 			return -ENOMEM;
 	}
@@ -373,9 +374,9 @@ static int poll_deadline(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 	struct ready_sets sets;
 	lookup_sets(fds, nfds, conns, &sets);
 	if (!nacc && !sets.n)
-		return stk_ready_sys_ppoll(fds, nfds, timeout, sigmask);
+		return stk_wait_sys_ppoll(fds, nfds, timeout, sigmask);
 	if (deadline == DEADLINE_FROM_TIMEOUT) /* only now: no clock read when all-kernel */
-		deadline = stk_ready_deadline_ts(timeout);
+		deadline = stk_wait_deadline_ts(timeout);
 	sets.slice_ns = 0;
 	return poll_mixed(fds, nfds, conns, nacc, &sets, k, nodes, deadline, sigmask);
 }
@@ -390,7 +391,7 @@ int stk_poll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 {
 	if (!timespec_valid(timeout))
 		return -EINVAL;
-	if (nfds <= (1u << 20) && stk_ready_bad_user_range(fds, nfds * sizeof(*fds)))
+	if (nfds <= (1u << 20) && stk_wait_bad_user_range(fds, nfds * sizeof(*fds)))
 		return -EFAULT;
 	return poll_deadline(fds, nfds, DEADLINE_FROM_TIMEOUT, timeout, sigmask);
 }
@@ -410,7 +411,7 @@ static int select_core(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 	if (nfds > FD_SETSIZE)
 		nfds = FD_SETSIZE;
 	stk_cork_before_wait();
-	uint64_t deadline = stk_ready_deadline_ts(timeout);
+	uint64_t deadline = stk_wait_deadline_ts(timeout);
 	*deadline_out = deadline;
 	struct pollfd small[STACK_FDS];
 	struct pollfd *pfds = small;
@@ -427,7 +428,7 @@ static int select_core(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 			continue;
 		if (n == STACK_FDS && pfds == small) {
 			/* scratch slot 2: slots 0 and 1 are the poll core's */
-			pfds = stk_ready_scratch(2, FD_SETSIZE * sizeof(*pfds));
+			pfds = stk_wait_scratch(2, FD_SETSIZE * sizeof(*pfds));
 			if (!pfds)
 				return -ENOMEM;
 			memcpy(pfds, small, sizeof(small));
@@ -443,8 +444,8 @@ static int select_core(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 	int ret, bits;
 	for (;;) {
 		struct timespec left, *leftp = NULL;
-		if (deadline != STK_READY_NEVER) {
-			uint64_t now = stk_ready_now_ns();
+		if (deadline != STK_WAIT_NEVER) {
+			uint64_t now = stk_now_ns();
 			uint64_t ns = deadline > now ? deadline - now : 0;
 			left.tv_sec = (time_t)(ns / 1000000000ull);
 			left.tv_nsec = (long)(ns % 1000000000ull);
@@ -506,13 +507,13 @@ int stk_select(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds, struct timeva
 		ts.tv_nsec = timeout->tv_usec * 1000;
 		tsp = &ts;
 	}
-	uint64_t deadline = STK_READY_NEVER;
+	uint64_t deadline = STK_WAIT_NEVER;
 	int ret = select_core(nfds, rfds, wfds, efds, tsp, NULL, &deadline);
 	if (timeout && ret != -EINVAL) {
 		/* Linux writes the time not slept back (also on EINTR). */
-		uint64_t now = stk_ready_now_ns();
+		uint64_t now = stk_now_ns();
 		uint64_t left = deadline > now ? deadline - now : 0;
-		if (deadline == STK_READY_NEVER)
+		if (deadline == STK_WAIT_NEVER)
 			left = 0;
 		timeout->tv_sec = (time_t)(left / 1000000000ull);
 		timeout->tv_usec = (suseconds_t)(left % 1000000000ull / 1000);

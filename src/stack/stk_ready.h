@@ -74,23 +74,6 @@ struct stk_conn;
 struct stk_fab;
 struct stk_wake_node;
 
-/* Who watches a connection (or a nested epoll object): the epoll items that
- * must hear of its changes so that epoll_wait looks only at its READY LIST
- * (O(ready), not O(registered)). Embedded in every connection, zero-initialised,
- * owned by stk_epoll (lock and list); the stream only calls stk_ready_notify. */
-struct stk_ready_watch {
-	int lock;        /* spin lock, held only to walk or change the list */
-	void *first;     /* stk_epoll's items; atomic: NULL = nobody watches */
-};
-
-/* Something changed for the watched object (data, credit, FIN, reset, state):
- * put every item watching it on its set's ready list (and wake nested sets).
- * One atomic load when nobody watches. Callable from any thread, with the
- * connection's lock held (it takes only stk_epoll's leaf spin locks). The
- * caller must have made the change visible first (a scan that starts after
- * this call sees it). */
-void stk_ready_notify(struct stk_ready_watch *w);
-
 #define STK_READY_SLICE_MIN_NS 50000ull    /* 50 µs */
 #define STK_READY_SLICE_MAX_NS 1000000ull  /* 1 ms */
 #define STK_READY_FAB_MAX 8                /* distinct fabrics in one wait */
@@ -134,9 +117,9 @@ struct stk_ready_ops {
 	bool (*trywait)(struct stk_fab *fab);      /* true: safe to sleep on wait_fd */
 	/* Returns once no thread is inside a delivery that began before the call. */
 	void (*quiesce)(struct stk_fab *fab);
-	/* The connection's watcher list: its owner calls stk_ready_notify(watch)
+	/* The connection's watcher list: its owner calls stk_watch_notify(watch)
 	 * after every change that can raise a readiness bit. */
-	struct stk_ready_watch *(*watch)(struct stk_conn *conn);
+	struct stk_watch *(*watch)(struct stk_conn *conn);
 	/* Optional (NULL: events): events without driving progress, for a caller
 	 * that has just progressed every fabric involved (an epoll scan). */
 	short (*events_now)(struct stk_conn *conn);
@@ -190,39 +173,6 @@ int stk_pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 
 /* ---- helpers shared by stk_poll.c and stk_epoll.c (internal to the stack) ---- */
 
-uint64_t stk_ready_now_ns(void);
-/* Deadline from a timespec (NULL = never) or from milliseconds (< 0 = never). */
-uint64_t stk_ready_deadline_ts(const struct timespec *timeout);
-uint64_t stk_ready_deadline_ms(int timeout_ms);
-#define STK_READY_NEVER UINT64_MAX
-
-/* The kernel ppoll through stk_sys (or the raw system call when the table has
- * none). Returns the count or -errno. */
-int stk_ready_sys_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
-			const sigset_t *sigmask);
-
-/* True when [p, p + len) cannot be user memory: below the lowest address the
- * kernel maps (vm.mmap_min_addr, 64 KiB by default; NULL and small integers),
- * wrapping around, or beyond the user half of the address space. The kernel
- * answers EFAULT for those; we must not touch them (a SIGSEGV the kernel would
- * not raise). Other unmapped ranges are not detected (no system call on the
- * fast path). */
-bool stk_ready_bad_user_range(const void *p, size_t len);
-
-/* A thread-local buffer of at least bytes, grown (never shrunk) on demand; slot
- * 0..3 are independent buffers. NULL when out of memory. */
-void *stk_ready_scratch(unsigned slot, size_t bytes);
-
-/* Signal blocking for the duration of a wait (see the contract above). */
-struct stk_ready_sigs {
-	bool blocked;
-	sigset_t saved;   /* the caller's mask while blocked */
-};
-void stk_ready_block_signals(struct stk_ready_sigs *s);
-void stk_ready_restore_signals(struct stk_ready_sigs *s);
-/* The mask a kernel sleep must use: sigmask if given, else the caller's. */
-const sigset_t *stk_ready_sleep_mask(const struct stk_ready_sigs *s, const sigset_t *sigmask);
-
 /* The fabrics of a wait: collected from the accelerated sockets, deduplicated. */
 struct stk_ready_fabs {
 	struct stk_fab *fab[STK_READY_FAB_MAX];
@@ -260,21 +210,5 @@ void stk_ready_fabs_backoff(struct stk_ready_fabs *f, bool activity);
  * readable/writable normal-data bits the kernel adds for TCP (POLLRDNORM,
  * POLLWRNORM), filtered to events | POLLERR | POLLHUP. */
 short stk_ready_revents(short stk_events, short requested);
-
-/* The step after a scan that found cnt ready, shared by every wait loop:
- * STK_READY_STOP (*ret = cnt, or 0 when the deadline passed), STK_READY_SPIN
- * (scan again: within the stk_cfg.spin_us budget that *spin_end tracks, 0 at
- * first), or STK_READY_SLEEP (budget spent: sleep in the kernel). Blocks the
- * signals (sigs) from the first spin on, as stk_ready_block_signals says. */
-enum stk_ready_step { STK_READY_STOP, STK_READY_SPIN, STK_READY_SLEEP };
-enum stk_ready_step stk_ready_spin_step(int cnt, uint64_t deadline, uint64_t *spin_end,
-					struct stk_ready_sigs *sigs, int *ret);
-
-static inline void stk_ready_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
 
 #endif

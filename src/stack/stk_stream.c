@@ -4,13 +4,11 @@
 #include "stack/stk_cork.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_fab.h"
-#include "stack/stk_lazy.h"
 #include "stack/stk_log.h"
-#include "stack/stk_migrate.h"
-#include "stack/stk_ready.h"
 #include "stack/stk_stream_proto.h"
 #include "stack/stk_sys.h"
 #include "stack/stk_wake.h"
+#include "stack/stk_time.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -52,13 +50,6 @@ static void register_exit_drain(void)
 }
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t table_hint; /* protected by table_lock */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static inline void cpu_relax(void)
 {
@@ -425,9 +416,9 @@ static void skip_bells_locked(struct stk_conn *conn)
 			continue;
 		}
 		if (!deadline)
-			deadline = now_ns() + BELL_SKIP_NS;
+			deadline = stk_now_ns() + BELL_SKIP_NS;
 		if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
-		    now_ns() > deadline) {
+		    stk_now_ns() > deadline) {
 			FSK_DBG("fd %d: migration: %zu doorbell bytes did not arrive", conn->fd,
 				owed);
 			conn->bells_rx = conn->bells_seen;
@@ -581,7 +572,7 @@ int stk_conn_migrate_finish(struct stk_conn *conn)
  * bumped before the change (ET readers read events first). */
 static void changed(struct stk_conn *conn)
 {
-	stk_ready_notify(&conn->watch);
+	stk_watch_notify(&conn->watch);
 	for (struct stk_wake_node *n = conn->wakers; n; n = n->next)
 		stk_wake_ring(n);
 }
@@ -979,7 +970,7 @@ static bool cork_wanted_locked(struct stk_conn *conn, size_t len, int flags, uin
 		return false;
 	}
 	if (conn->tx_run) {
-		*now = now_ns();
+		*now = stk_now_ns();
 		burst = conn->last_send_ns && *now - conn->last_send_ns < STK_CORK_BURST_NS;
 	}
 	conn->tx_run = true;
@@ -987,7 +978,7 @@ static bool cork_wanted_locked(struct stk_conn *conn, size_t len, int flags, uin
 	bool cork = (burst || (flags & MSG_MORE)) && len > 0 && len <= STK_CORK_SMALL &&
 		    !(flags & MSG_OOB) && len <= conn->tx_credits;
 	if (cork && !*now)
-		*now = now_ns();
+		*now = stk_now_ns();
 	return cork;
 }
 
@@ -1033,7 +1024,7 @@ static void grant_credit(struct stk_conn *conn, bool force)
 /* Send a control message, waiting (bounded) for provider room. */
 static int post_control(struct stk_conn *conn, uint16_t flags, bool tracked)
 {
-	uint64_t deadline = now_ns() + CLOSE_DRAIN_NS;
+	uint64_t deadline = stk_now_ns() + CLOSE_DRAIN_NS;
 	for (;;) {
 		pthread_mutex_lock(&conn->lock);
 		/* after our MIGRATE the kernel connection says it (shutdown, close) */
@@ -1041,7 +1032,7 @@ static int post_control(struct stk_conn *conn, uint16_t flags, bool tracked)
 		pthread_mutex_unlock(&conn->lock);
 		if (ret != -EAGAIN)
 			return ret;
-		if (now_ns() > deadline)
+		if (stk_now_ns() > deadline)
 			return -ETIMEDOUT;
 		progress(conn);
 		cpu_relax();
@@ -1057,11 +1048,11 @@ static void starve(struct stk_conn *conn)
 	bool starved = conn->tx_credits > 0 && !conn->reset;
 	if (starved) {
 		conn->tx_starved = true;
-		conn->starved_at = now_ns();
+		conn->starved_at = stk_now_ns();
 	}
 	pthread_mutex_unlock(&conn->lock);
 	if (starved)
-		stk_ready_notify(&conn->watch);
+		stk_watch_notify(&conn->watch);
 }
 
 /* ---- blocking waits of data calls: SO_RCVTIMEO/SO_SNDTIMEO and signals ---- */
@@ -1075,9 +1066,9 @@ static void starve(struct stk_conn *conn)
  * socket has no timeout. */
 struct block_wait {
 	bool ready;               /* set up */
-	uint64_t deadline;        /* SO_*TIMEO, absolute; STK_READY_NEVER: none */
+	uint64_t deadline;        /* SO_*TIMEO, absolute; STK_WAIT_NEVER: none */
 	int sigfd;                /* -1: none (sleep with the caller's mask instead) */
-	struct stk_ready_sigs sigs;
+	struct stk_wait_sigs sigs;
 };
 
 static pthread_key_t sigfd_key;
@@ -1127,15 +1118,15 @@ static int sigfd_watch(const sigset_t *caller_mask)
 }
 
 /* Read SO_RCVTIMEO / SO_SNDTIMEO of the kernel socket (shared with the app's
- * fd): a deadline, or STK_READY_NEVER. */
+ * fd): a deadline, or STK_WAIT_NEVER. */
 static uint64_t sock_deadline(int fd, int opt)
 {
 	struct timeval tv;
 	socklen_t len = sizeof(tv);
 	if (stk_sys.getsockopt(fd, SOL_SOCKET, opt, &tv, &len) != 0 ||
 	    (tv.tv_sec == 0 && tv.tv_usec == 0))
-		return STK_READY_NEVER;
-	return now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+		return STK_WAIT_NEVER;
+	return stk_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
 }
 
 /* Signals are pending for us: run their handlers (unblock, re-block). Returns
@@ -1162,10 +1153,10 @@ static int deliver_signals(struct block_wait *bw)
 	}
 	pthread_sigmask(SIG_SETMASK, &bw->sigs.saved, NULL); /* handlers run here */
 	bw->sigs.blocked = false;
-	stk_ready_block_signals(&bw->sigs);
+	stk_wait_block_signals(&bw->sigs);
 	if (!handled)
 		return 0;
-	return restart && bw->deadline == STK_READY_NEVER ? 1 : -EINTR;
+	return restart && bw->deadline == STK_WAIT_NEVER ? 1 : -EINTR;
 }
 
 static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int sigfd,
@@ -1187,11 +1178,11 @@ static bool quick_spin(struct stk_conn *conn, short events)
 		return false;
 	events |= POLLERR | POLLHUP;
 	stk_cork_before_wait();
-	uint64_t end = now_ns() + budget;
+	uint64_t end = stk_now_ns() + budget;
 	for (unsigned i = 1;; i++) {
-		if (stk_poll_events(conn) & events)
+		if (stk_stream_events(conn) & events)
 			return true;
-		if (i % 16 == 0 && now_ns() >= end)
+		if (i % 16 == 0 && stk_now_ns() >= end)
 			return false;
 		cpu_relax();
 	}
@@ -1208,11 +1199,11 @@ static int block_wait(struct stk_conn *conn, short events, int timeo_opt,
 			return 0;
 		bw->ready = true;
 		bw->deadline = sock_deadline(conn->fd, timeo_opt);
-		stk_ready_block_signals(&bw->sigs);
+		stk_wait_block_signals(&bw->sigs);
 		bw->sigfd = bw->sigs.blocked ? sigfd_watch(&bw->sigs.saved) : -1;
 	}
 	for (;;) {
-		const sigset_t *mask = bw->sigfd >= 0 ? NULL : stk_ready_sleep_mask(&bw->sigs, NULL);
+		const sigset_t *mask = bw->sigfd >= 0 ? NULL : stk_wait_sleep_mask(&bw->sigs, NULL);
 		int ev = wait_core(conn, events, bw->deadline, bw->sigfd, mask, until);
 		if (ev > 0)
 			return 0;
@@ -1324,7 +1315,7 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 			continue;
 		}
 		if (full) {
-			uint64_t now = now_ns();
+			uint64_t now = stk_now_ns();
 			if (now - live_checked >= FULL_LIVENESS_NS) {
 				live_checked = now;
 				check_liveness(conn); /* a dead peer: reset, after its grace */
@@ -1338,7 +1329,7 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 
 ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
 {
-	if (stk_ready_bad_user_range(buf, len))
+	if (stk_wait_bad_user_range(buf, len))
 		return -EFAULT; /* as the kernel, instead of a SIGSEGV it never raises */
 	if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
 		return stk_migrated_send(conn, buf, len, flags);
@@ -1346,7 +1337,7 @@ ssize_t stk_send(struct stk_conn *conn, const void *buf, size_t len, int flags)
 	bool to_kernel = false;
 	uint32_t wake_seq = __atomic_load_n(&conn->tx_wake_seq, __ATOMIC_RELAXED);
 	ssize_t ret = send_loop(conn, buf, len, flags, &bw, &to_kernel);
-	stk_ready_restore_signals(&bw.sigs);
+	stk_wait_restore_signals(&bw.sigs);
 	catch_up(conn, wake_seq);
 	if (to_kernel && (size_t)ret < len &&
 	    !(ret > 0 && (conn->nonblock || (flags & MSG_DONTWAIT)))) {
@@ -1460,7 +1451,7 @@ ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
 {
 	if (__builtin_expect(flags & MSG_TRUNC, 0))
 		return recv_discard(conn, len, flags);
-	if (stk_ready_bad_user_range(buf, len))
+	if (stk_wait_bad_user_range(buf, len))
 		return -EFAULT;
 	if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
 		return stk_migrated_recv(conn, buf, len, flags);
@@ -1470,7 +1461,7 @@ ssize_t stk_recv(struct stk_conn *conn, void *buf, size_t len, int flags)
 	bool to_kernel = false;
 	uint32_t wake_seq = __atomic_load_n(&conn->tx_wake_seq, __ATOMIC_RELAXED);
 	ssize_t ret = recv_loop(conn, buf, len, flags, &bw, &to_kernel);
-	stk_ready_restore_signals(&bw.sigs);
+	stk_wait_restore_signals(&bw.sigs);
 	catch_up(conn, wake_seq); /* a credit (or staged bytes) went out */
 	if (to_kernel && (ret == 0 || ((flags & MSG_WAITALL) && !(flags & MSG_PEEK) &&
 				       (size_t)ret < len))) {
@@ -1490,8 +1481,17 @@ int stk_conn_block_until(struct stk_conn *conn, bool (*until)(struct stk_conn *c
 	do
 		w = block_wait(conn, POLLIN, SO_RCVTIMEO, &bw, until);
 	while (w == 1);
-	stk_ready_restore_signals(&bw.sigs);
+	stk_wait_restore_signals(&bw.sigs);
 	return w;
+}
+
+void stk_conn_changed(struct stk_conn *conn)
+{
+	if (__atomic_load_n(&conn->kernel_only, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_KERNEL)
+		stk_watch_kernel(&conn->watch);
+	else
+		stk_watch_notify(&conn->watch);
 }
 
 uint64_t stk_conn_generation(struct stk_conn *conn)
@@ -1515,7 +1515,7 @@ size_t stk_conn_readable(struct stk_conn *conn)
 	return n;
 }
 
-struct stk_ready_watch *stk_conn_watch(struct stk_conn *conn)
+struct stk_watch *stk_conn_watch(struct stk_conn *conn)
 {
 	return &conn->watch;
 }
@@ -1612,13 +1612,13 @@ int stk_conn_handshake_step(struct stk_conn *conn, bool *posted, bool answer_onl
 
 int stk_conn_handshake(struct stk_conn *conn, int timeout_ms)
 {
-	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t deadline = stk_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	bool posted = false;
 	for (;;) {
 		int ret = stk_conn_handshake_step(conn, &posted, true);
 		if (ret)
 			return ret > 0 ? 0 : ret;
-		if (now_ns() > deadline)
+		if (stk_now_ns() > deadline)
 			return -ETIMEDOUT;
 		sleep_ns(posted ? SLEEP_MIN_NS : 1000);
 	}
@@ -1674,9 +1674,9 @@ static void check_liveness(struct stk_conn *conn)
 		/* Bytes: a doorbell whose message follows, or the peer migrated;
 		 * EOF: it closed (FIN|CLOSE left before) or migrated and closed. */
 		if (!deadline)
-			deadline = now_ns() + (n > 0 ? MIGRATE_GRACE_NS : HUP_GRACE_NS);
+			deadline = stk_now_ns() + (n > 0 ? MIGRATE_GRACE_NS : HUP_GRACE_NS);
 		bool settled = conn->reset || (conn->fin_rcvd && conn->peer_closed);
-		if (settled || now_ns() > deadline) {
+		if (settled || stk_now_ns() > deadline) {
 			if (!settled)
 				protocol_reset(conn, n > 0 ? "bytes on the liveness channel"
 							   : "peer closed its kernel socket without FIN (peer died)");
@@ -1697,10 +1697,8 @@ void stk_conn_check_liveness(struct stk_conn *conn)
 	check_liveness(conn);
 }
 
-short stk_poll_events(struct stk_conn *conn)
+short stk_stream_events(struct stk_conn *conn)
 {
-	if (__builtin_expect(__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_FABRIC, 0))
-		return stk_lazy_events(conn);
 	if (__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
 		return stk_migrated_events(conn, stk_leftover_count(conn->left));
 	progress(conn);
@@ -1737,7 +1735,7 @@ short stk_conn_events(struct stk_conn *conn)
 		ev |= POLLRDHUP;
 	bool room = conn->fab && conn->tx_credits > 0 && stk_fab_tx_available(conn->fab);
 	if (room && __builtin_expect(conn->tx_starved, 0)) {
-		if (now_ns() - conn->starved_at < STARVE_RETRY_NS)
+		if (stk_now_ns() - conn->starved_at < STARVE_RETRY_NS)
 			room = false;
 		else { /* worth a retry: a change (an EPOLLET edge), as room coming back */
 			conn->tx_starved = false;
@@ -1797,14 +1795,14 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 {
 	events |= POLLERR | POLLHUP;
 	stk_cork_before_wait();
-	uint64_t start = now_ns();
+	uint64_t start = stk_now_ns();
 	uint64_t spin_end = start + (uint64_t)stk_cfg.spin_us * 1000ull;
 	uint64_t backoff = SLEEP_MIN_NS;
 	for (;;) {
-		short ev = until ? (until(conn) ? events : 0) : stk_poll_events(conn) & events;
+		short ev = until ? (until(conn) ? events : 0) : stk_stream_events(conn) & events;
 		if (ev)
 			return ev;
-		uint64_t now = now_ns();
+		uint64_t now = stk_now_ns();
 		if (now >= deadline)
 			return 0;
 		if (now < spin_end) {
@@ -1838,7 +1836,7 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 		int wake_idx = -1;
 		if (!until && stk_wake_prepare(&wake)) {
 			stk_conn_wake_link(conn, &wake, true);
-			if (stk_poll_events(conn) & events) {
+			if (stk_stream_events(conn) & events) {
 				stk_conn_wake_link(conn, &wake, false);
 				stk_conn_sleepers_add(conn, -1);
 				continue; /* delivered by another thread meanwhile */
@@ -1867,7 +1865,7 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 		}
 		struct timespec ts = { .tv_sec = (time_t)(sleep / 1000000000ull),
 				       .tv_nsec = (long)(sleep % 1000000000ull) };
-		int n = stk_ready_sys_ppoll(pfd, nfds, &ts, sleep_mask);
+		int n = stk_wait_sys_ppoll(pfd, nfds, &ts, sleep_mask);
 		if (wake_idx >= 0) {
 			stk_conn_wake_link(conn, &wake, false);
 			if (n > 0 && pfd[wake_idx].revents)
@@ -1881,7 +1879,7 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 		 * what the provider holds (a message there was owed a ring) */
 		if (n == 0 && capped &&
 		    __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_FABRIC &&
-		    ((wfd >= 0 ? stk_conn_events(conn) : stk_poll_events(conn)) & events))
+		    ((wfd >= 0 ? stk_conn_events(conn) : stk_stream_events(conn)) & events))
 			stk_count(STK_C_SLEEP_LATE_WAKES);
 		if (n == -EINTR)
 			return -EINTR;
@@ -1896,11 +1894,11 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 
 short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms)
 {
-	struct stk_ready_sigs sigs = { .blocked = false };
-	stk_ready_block_signals(&sigs);
-	int ret = wait_core(conn, events, stk_ready_deadline_ms(timeout_ms), -1,
-			    stk_ready_sleep_mask(&sigs, NULL), NULL);
-	stk_ready_restore_signals(&sigs);
+	struct stk_wait_sigs sigs = { .blocked = false };
+	stk_wait_block_signals(&sigs);
+	int ret = wait_core(conn, events, stk_wait_deadline_ms(timeout_ms), -1,
+			    stk_wait_sleep_mask(&sigs, NULL), NULL);
+	stk_wait_restore_signals(&sigs);
 	return (short)ret;
 }
 
@@ -1931,7 +1929,7 @@ static bool drain_sends(struct stk_conn *conn)
 	if (stk_sys.getsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &lg, &len) == 0 && lg.l_onoff &&
 	    lg.l_linger > 0)
 		linger_ns = (uint64_t)lg.l_linger * 1000000000ull;
-	uint64_t deadline = now_ns() + linger_ns;
+	uint64_t deadline = stk_now_ns() + linger_ns;
 	uint64_t pause = SLEEP_MIN_NS;
 	bool gone = false;
 	/* the endpoint itself, also after a migration (progress() stops then; the
@@ -1943,7 +1941,7 @@ static bool drain_sends(struct stk_conn *conn)
 			if (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) == 0)
 				break;
 		}
-		uint64_t now = now_ns();
+		uint64_t now = stk_now_ns();
 		if (now >= deadline)
 			break;
 		/* The peer's app closed, or its process ended. Its provider may
@@ -2132,4 +2130,17 @@ void stk_conn_atfork_child(void)
 	replies_pending = 0;
 	answering = 0;
 	pthread_mutex_init(&table_lock, NULL);
+}
+
+static bool cork_flush_slot(uint32_t slot, uint64_t older_than)
+{
+	struct stk_conn *conn = stk_conn_at(slot);
+	return conn && stk_conn_cork_flush(conn, older_than);
+}
+
+/* The layers below reach the stream only through these (stk_fab.h, stk_cork.h). */
+__attribute__((constructor)) static void stream_install(void)
+{
+	stk_fab_set_deliver(stk_stream_deliver);
+	stk_cork_set_flush(cork_flush_slot);
 }

@@ -95,12 +95,14 @@
 
 #include <rdma/fabric.h>
 
-#include "stack/stk_ready.h"
+#include "stack/stk_leftover.h"
+#include "stack/stk_stream_proto.h"
+#include "stack/stk_wait.h"
+#include "stack/stk_watch.h"
 
 struct stk_fab;
 struct stk_wake_node;
 
-#define STK_CONN_MAX 65536  /* slots per process (connection table size) */
 
 /* stk_conn.urg */
 #define STK_URG_VALID 1     /* an urgent byte is pending, not taken by recv(MSG_OOB) */
@@ -168,7 +170,7 @@ struct stk_conn {
 
 	/* epoll items watching the connection (stk_ready.h); notified after every
 	 * change that bumps generation */
-	struct stk_ready_watch watch;
+	struct stk_watch watch;
 
 	/* migration to the kernel connection (stk_migrate.h); protected by lock */
 	bool mig_tx;              /* our MIGRATE is sent: we write on the kernel */
@@ -279,12 +281,13 @@ int stk_shutdown(struct stk_conn *conn, int how);
  * logged at debug level). */
 int stk_close(struct stk_conn *conn, bool abortive);
 
-/* Readiness now (drives progress once): POLLIN, POLLOUT, POLLRDHUP, POLLHUP,
- * POLLERR as poll(2) would report them for a TCP socket. */
-short stk_poll_events(struct stk_conn *conn);
+/* Readiness now of a connection on the fabric (drives progress once): POLLIN,
+ * POLLOUT, POLLRDHUP, POLLHUP, POLLERR as poll(2) would report them for a TCP
+ * socket. Any phase: stk_poll_events (stk_lazy.h). */
+short stk_stream_events(struct stk_conn *conn);
 /* The same without driving progress (the caller just progressed the fabric). */
 short stk_conn_events(struct stk_conn *conn);
-/* Wait until stk_poll_events() & events or timeout_ms (-1: forever). Spins
+/* Wait until stk_stream_events() & events or timeout_ms (-1: forever). Spins
  * stk_cfg.spin_us, then sleeps in the kernel (see stk_stream.c for how).
  * Returns the events, 0 on timeout, -EINTR when a signal handler ran (signals
  * are blocked while it spins and delivered in the sleep, as in stk_ready.h). */
@@ -325,6 +328,10 @@ void stk_conn_sleepers_add(struct stk_conn *conn, int n);
  * sleep (on) and unlinks it after (off): every change of the connection from
  * then on, made by any thread, rings it. */
 void stk_conn_wake_link(struct stk_conn *conn, struct stk_wake_node *node, bool on);
+/* The connection's phase changed (negotiation settled, or it migrated with
+ * nothing left to read): epoll sets watching it report a new edge (fabric) or
+ * hand its socket to their kernel set (kernel). */
+void stk_conn_changed(struct stk_conn *conn);
 /* Changes whenever something arrived for the connection (data, credit, FIN,
  * RST, peer death): for edge-triggered readiness. */
 uint64_t stk_conn_generation(struct stk_conn *conn);
@@ -332,13 +339,25 @@ uint64_t stk_conn_generation(struct stk_conn *conn);
  * urgent mark unless SO_OOBINLINE. */
 size_t stk_conn_readable(struct stk_conn *conn);
 /* For stk_ready_ops: the watcher list; credit but no provider room. */
-struct stk_ready_watch *stk_conn_watch(struct stk_conn *conn);
+struct stk_watch *stk_conn_watch(struct stk_conn *conn);
 bool stk_conn_tx_blocked(struct stk_conn *conn);
 /* SIOCATMARK: 1 when the read position is at the urgent mark, else 0. */
 int stk_conn_atmark(struct stk_conn *conn);
 /* getsockopt(SO_ERROR): the pending error, taken (ECONNRESET once after a reset,
  * as the kernel: later reads then see EOF), or 0. */
 int stk_conn_take_error(struct stk_conn *conn);
+
+/* ---- data calls on a connection whose fabric part is over (stk_migrate.h) ---- */
+/* Receive: leftover bytes first, then the kernel connection. Also used for the
+ * rest of a call that found the ring empty after the peer's MIGRATE. */
+ssize_t stk_migrated_recv(struct stk_conn *conn, void *buf, size_t len, int flags);
+/* Send on the kernel connection (MSG_NOSIGNAL added: the preload raises SIGPIPE). */
+ssize_t stk_migrated_send(struct stk_conn *conn, const void *buf, size_t len, int flags);
+/* Kernel readiness of conn->fd, with POLLIN while extra_in bytes are buffered. */
+short stk_migrated_events(struct stk_conn *conn, size_t extra_in);
+
+/* Count and log (once per reason, info) a connection that finished migrating. */
+void stk_migrate_note(struct stk_conn *conn, enum stk_migrate_reason why);
 
 /* ---- migration hooks (stk_migrate.c drives them; contracts in stk_migrate.h) ---- */
 /* Send our MIGRATE now if not sent yet (never waits). Returns false when the

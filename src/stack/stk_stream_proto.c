@@ -1,7 +1,6 @@
 /* The stream header's parser (stk_stream_proto.h). */
 #include "config.h"
 #include "stack/stk_stream_proto.h"
-#include "stack/stk_stream.h"
 
 #include <endian.h>
 #include <errno.h>

@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Connection slots per process: a header names the receiver's slot, below this. */
+#define STK_CONN_MAX 65536
+
 enum {
 	STK_MSG_DATA = 1u << 0,   /* len payload bytes follow */
 	STK_MSG_CREDIT = 1u << 1, /* the receiver grants len more bytes */

@@ -23,6 +23,9 @@
 #include <unistd.h>
 
 #include "stack/stk_config.h"
+#include "stack/stk_lazy.h"
+#include "stack/stk_time.h"
+#include "stack/stk_wait.h"
 #include "stack/stk_epoll.h"
 #include "stack/stk_ready.h"
 #include "stack/stk_stream.h"
@@ -43,7 +46,7 @@ struct fake_conn {
 	bool settled;      /* atomic: the liveness channel said EOF (peer gone) */
 	int phase;         /* atomic: enum stk_phase, for tests that install fake_phase */
 	struct fake_fab *fab;
-	struct stk_ready_watch watch; /* epoll items watching it */
+	struct stk_watch watch; /* epoll items watching it */
 };
 
 #define FAKE_MAX 8
@@ -91,7 +94,7 @@ static void fake_liveness(struct stk_conn *c)
 		__atomic_store_n(&F(c)->settled, true, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&F(c)->gen, 1, __ATOMIC_RELEASE);
 		__atomic_fetch_or(&F(c)->ev, POLLIN | POLLOUT | POLLHUP | POLLERR, __ATOMIC_RELEASE);
-		stk_ready_notify(&F(c)->watch);
+		stk_watch_notify(&F(c)->watch);
 	}
 }
 
@@ -129,7 +132,7 @@ static void fake_quiesce(struct stk_fab *f)
 	(void)f;
 }
 
-static struct stk_ready_watch *fake_watch(struct stk_conn *c)
+static struct stk_watch *fake_watch(struct stk_conn *c)
 {
 	return &F(c)->watch;
 }
@@ -160,7 +163,7 @@ static void fake_set(struct fake_conn *c, short ev)
 	 * an old generation */
 	__atomic_fetch_add(&c->gen, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&c->ev, ev, __ATOMIC_RELEASE);
-	stk_ready_notify(&c->watch);
+	stk_watch_notify(&c->watch);
 	if (c->fab->wait_fd >= 0) {
 		uint64_t v = 1;
 		ck_assert_int_eq(write(c->fab->wait_fd, &v, sizeof(v)), sizeof(v));
@@ -205,7 +208,7 @@ static void teardown(void)
 
 static uint64_t now_ms(void)
 {
-	return stk_ready_now_ns() / 1000000ull;
+	return stk_now_ns() / 1000000ull;
 }
 
 static const struct timespec *ms_ts(struct timespec *ts, int ms)
@@ -717,7 +720,7 @@ static void *quiet_set_main(void *arg)
 	usleep(100000);
 	__atomic_fetch_add(&q->c->gen, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&q->c->ev, q->ev, __ATOMIC_RELEASE);
-	stk_ready_notify(&q->c->watch); /* no wait fd rung */
+	stk_watch_notify(&q->c->watch); /* no wait fd rung */
 	return NULL;
 }
 
@@ -953,9 +956,9 @@ static double cpu_share(void (*wait)(void *), void *arg)
 {
 	struct rusage r0, r1;
 	getrusage(RUSAGE_THREAD, &r0);
-	uint64_t t0 = stk_ready_now_ns();
+	uint64_t t0 = stk_now_ns();
 	wait(arg);
-	uint64_t wall = stk_ready_now_ns() - t0;
+	uint64_t wall = stk_now_ns() - t0;
 	getrusage(RUSAGE_THREAD, &r1);
 	double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec -
 			      r0.ru_stime.tv_sec) * 1e9 +

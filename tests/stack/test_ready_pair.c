@@ -24,6 +24,9 @@
 #include <unistd.h>
 
 #include "stack/stk_config.h"
+#include "stack/stk_lazy.h"
+#include "stack/stk_time.h"
+#include "stack/stk_wait.h"
 #include "stack/stk_conn.h"
 #include "stack/stk_epoll.h"
 #include "stack/stk_log.h"
@@ -66,7 +69,7 @@ static struct stk_conn *lookup(int fd)
 
 static uint64_t now_ms(void)
 {
-	return stk_ready_now_ns() / 1000000ull;
+	return stk_now_ns() / 1000000ull;
 }
 
 /* libfabric 1.17's shm names its region "/dev/shm/<pid>:0:0" and removes it only

@@ -20,6 +20,9 @@
 #include <unistd.h>
 
 #include "stack/stk_config.h"
+#include "stack/stk_lazy.h"
+#include "stack/stk_time.h"
+#include "stack/stk_wait.h"
 #include "stack/stk_conn.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_log.h"
