@@ -5,13 +5,17 @@
 #include "config.h"
 
 #include <check.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "stack/stk_migrate.h"
+#include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
+#include "stack/stk_time.h"
 
 static void fill(uint8_t *buf, size_t n, unsigned seed)
 {
@@ -107,6 +111,45 @@ START_TEST(test_open_memfd)
 }
 END_TEST
 
+/* A close in one thread while another prepares a fork (pthread_atfork: the
+ * connection table, then every connection's lock): both take the table and a
+ * connection's lock, in the same order, so neither waits for the other for
+ * ever. 1.5 s of each, bounded by the case's timeout. */
+static int stop_forking; /* atomic */
+
+static void *fork_preparer(void *arg)
+{
+	unsigned long *rounds = arg;
+	while (!__atomic_load_n(&stop_forking, __ATOMIC_ACQUIRE)) {
+		stk_conn_atfork_prepare();
+		stk_conn_atfork_parent();
+		(*rounds)++;
+	}
+	return NULL;
+}
+
+START_TEST(test_close_meets_fork_prepare)
+{
+	unsigned long rounds = 0, closes = 0;
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, fork_preparer, &rounds), 0);
+	uint64_t end = stk_now_ns() + 1500000000ull;
+	while (stk_now_ns() < end) {
+		int sv[2];
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		struct stk_conn *conn;
+		ck_assert_int_eq(stk_conn_create(sv[0], 4096, &conn), 0);
+		ck_assert_int_eq(stk_close(conn, false), 0); /* closes sv[0] */
+		stk_sys.close(sv[1]);
+		closes++;
+	}
+	__atomic_store_n(&stop_forking, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	ck_assert_uint_gt(closes, 0);
+	ck_assert_uint_gt(rounds, 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("migrate");
@@ -116,6 +159,10 @@ int main(void)
 	tcase_add_test(tc, test_shared_across_fork);
 	tcase_add_test(tc, test_open_memfd);
 	suite_add_tcase(s, tc);
+	TCase *tl = tcase_create("locks");
+	tcase_set_timeout(tl, 10);
+	tcase_add_test(tl, test_close_meets_fork_prepare);
+	suite_add_tcase(s, tl);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
