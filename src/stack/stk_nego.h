@@ -1,7 +1,7 @@
 /* stk_nego: the negotiation on the kernel TCP connection, and the marking that
  * keeps it invisible to plain (non-libfabsock) peers.
  *
- * THE PROTOCOL (version 4). Properties P1-P4 of ARCHITECTURE.md hold by these rules:
+ * THE PROTOCOL (version 4). Properties P1-P4 (docs/design.md, "The negotiation sequence") hold by these rules:
  *  1. Client side, before connect() (blocking or not): stk_nego_mark_syn() sets
  *     IP_TOS (IPv6: IPV6_TCLASS) to STK_NEGO_SYN_TOS, so the SYN carries the mark;
  *     once the connection is established stk_nego_unmark() restores 0.

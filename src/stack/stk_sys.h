@@ -39,10 +39,9 @@ struct stk_sys {
 	int (*epoll_create1)(int flags);
 	int (*epoll_ctl)(int epfd, int op, int fd, struct epoll_event *ev);
 	int (*epoll_wait)(int epfd, struct epoll_event *evs, int max, int timeout);
-	/* appended for issue 3 (accelerated TCP) */
 	int (*ppoll)(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 		     const sigset_t *sigmask);
-	/* appended for fork/exec migration (FIONREAD of a migrated connection) */
+	/* FIONREAD of a migrated connection */
 	int (*ioctl)(int fd, unsigned long request, ...);
 };
 

@@ -15,7 +15,7 @@
  * exit, made anew in a forked child and when the app closed it behind our back
  * (closefrom): both ends are checked by inode before use, so a number the app
  * reused is never written to. When it cannot be made, sleeps stay bounded by
- * STK_SLEEP_CAP_NS as before.
+ * STK_SLEEP_CAP_NS.
  *
  * Usage (sleeper, in this order):
  *   struct stk_wake_node node;
