@@ -24,7 +24,8 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_cork.c src/stack/stk_cork.h \
 	src/stack/stk_stream.c src/stack/stk_stream.h src/stack/stk_stream_mig.c \
 	src/stack/stk_conn.c src/stack/stk_conn.h \
-	src/stack/stk_lazy.c src/stack/stk_lazy.h \
+	src/stack/stk_lazy.c src/stack/stk_lazy.h src/stack/stk_lazy_int.h src/stack/stk_lazy_step.c \
+	src/stack/stk_lazy_thread.c \
 	src/stack/stk_ready.c src/stack/stk_ready.h \
 	src/stack/stk_epoll.c src/stack/stk_epoll.h \
 	src/stack/stk_poll.c \
