@@ -15,7 +15,8 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_watch.c src/stack/stk_watch.h \
 	src/stack/stk_wait.c src/stack/stk_wait.h \
 	src/stack/stk_fi.c src/stack/stk_fi.h \
-	src/stack/stk_fab.c src/stack/stk_fab.h \
+	src/stack/stk_fab.c src/stack/stk_fab.h src/stack/stk_fab_int.h src/stack/stk_fab_open.c \
+	src/stack/stk_fab_io.c src/stack/stk_fab_addr.c \
 	src/stack/stk_nego.c src/stack/stk_nego.h src/stack/stk_nego_wire.c \
 	src/stack/stk_stream_proto.c src/stack/stk_stream_proto.h \
 	src/stack/stk_peer.c src/stack/stk_peer.h \
@@ -23,7 +24,8 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_cork.c src/stack/stk_cork.h \
 	src/stack/stk_stream.c src/stack/stk_stream.h src/stack/stk_stream_mig.c \
 	src/stack/stk_conn.c src/stack/stk_conn.h \
-	src/stack/stk_lazy.c src/stack/stk_lazy.h \
+	src/stack/stk_lazy.c src/stack/stk_lazy.h src/stack/stk_lazy_int.h src/stack/stk_lazy_step.c \
+	src/stack/stk_lazy_thread.c \
 	src/stack/stk_ready.c src/stack/stk_ready.h \
 	src/stack/stk_epoll.c src/stack/stk_epoll.h \
 	src/stack/stk_poll.c \

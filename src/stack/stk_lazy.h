@@ -51,10 +51,10 @@
  * (its timer queue), without polling. A peer that never answers costs what a
  * kernel connection costs plus our private fd, until it closes.
  *
- * Locks: the registry lock of this file, then a conn's negotiation lock (only
+ * Locks: the registry lock of this module, then a conn's negotiation lock (only
  * ever try-locked under the registry lock), then stk_epoll locks. Nothing that
- * holds an stk_epoll lock calls into this file except stk_lazy_events (which
- * only takes the conn's fd lock, a leaf: see struct stk_lazy).
+ * holds an stk_epoll lock calls into this module except stk_lazy_events (which
+ * only takes the conn's fd lock, a leaf: see struct stk_lazy in stk_lazy_int.h).
  *
  * The private fd: closed exactly once, by the conn's close, or when it
  * settled on the kernel (after stk_epoll_conn_changed returned, so that no
@@ -94,7 +94,7 @@ int stk_lazy_settle(struct stk_conn *conn, bool for_write, bool nonblock);
 void stk_lazy_refuse(struct stk_conn *conn);
 
 /* poll(2) events of a conn that is not on the fabric: the kernel socket's, no
- * POLLIN for negotiation bytes. Never blocks, takes no lock of this file. */
+ * POLLIN for negotiation bytes. Never blocks, takes no lock of this module. */
 short stk_lazy_events(struct stk_conn *conn);
 /* Readiness now, in any phase (drives progress or the negotiation once):
  * POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR as poll(2) would report them for
