@@ -17,13 +17,13 @@
 #define FAB_KEY_MAX (STK_FAB_NAME_MAX + INET6_ADDRSTRLEN + 16) /* "tcp@<local ip>[%scope]" */
 
 /* Opening endpoints (slow path). open_lock is held for a whole open (one
- * libfabric open at a time); table_lock only for short looks at the table
+ * libfabric open at a time); fab_table_lock only for short looks at the table
  * (never while opening: a HELLO must not wait for an open of another
- * provider). Order: open_lock, then table_lock. Entries are only appended
+ * provider). Order: open_lock, then fab_table_lock. Entries are only appended
  * (their index is stable), until a fork's child forgets them all. */
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
-/* protected by table_lock */
-static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+/* protected by fab_table_lock */
+static pthread_mutex_t fab_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	char key[FAB_KEY_MAX];  /* the cfg name, "name@ip" for per-address providers */
 	char prov[STK_FAB_NAME_MAX];
@@ -113,7 +113,7 @@ static int fab_lookup_key(const char *prov, const struct sockaddr *local, struct
 }
 
 /* The entry for key, appended (pending) when absent; -1 when the table is full.
- * Called with table_lock held. */
+ * Called with fab_table_lock held. */
 static int entry_of(const char *key, const char *prov, const struct fab_src *src)
 {
 	for (unsigned i = 0; i < table_count; i++)
@@ -136,13 +136,13 @@ static bool exiting;            /* protected by open_lock: no open starts after 
 static void entry_open(unsigned i)
 {
 	pthread_mutex_lock(&open_lock);
-	pthread_mutex_lock(&table_lock);
+	pthread_mutex_lock(&fab_table_lock);
 	bool pending = i < table_count && table[i].pending && !exiting;
 	char prov[STK_FAB_NAME_MAX], key[FAB_KEY_MAX];
 	struct fab_src src = table[i].src;
 	memcpy(prov, table[i].prov, sizeof(prov));
 	memcpy(key, table[i].key, sizeof(key));
-	pthread_mutex_unlock(&table_lock);
+	pthread_mutex_unlock(&fab_table_lock);
 	if (!pending) {
 		pthread_mutex_unlock(&open_lock);
 		return;
@@ -159,11 +159,11 @@ static void entry_open(unsigned i)
 	int ret = fab_open(prov, &src, key, &fab);
 	stk_fi_leave();
 	stk_fi_sigs_restore(sigs);
-	pthread_mutex_lock(&table_lock);
+	pthread_mutex_lock(&fab_table_lock);
 	table[i].fab = ret ? NULL : fab;
 	table[i].err = ret;
 	table[i].pending = false;
-	pthread_mutex_unlock(&table_lock);
+	pthread_mutex_unlock(&fab_table_lock);
 	pthread_mutex_unlock(&open_lock);
 	if (ret)
 		stk_count(STK_C_FAB_OPEN_FAILED);
@@ -182,8 +182,8 @@ int stk_fab_load(void)
 }
 
 /* The table entry of prov for local (created pending when new), with
- * table_lock held on success (*i < 0: the table is full). key receives the
- * entry's name. 0 or -errno (table_lock not held). */
+ * fab_table_lock held on success (*i < 0: the table is full). key receives the
+ * entry's name. 0 or -errno (fab_table_lock not held). */
 static int lookup_locked(const char *prov, const struct sockaddr *local, char key[FAB_KEY_MAX],
 			 int *i)
 {
@@ -191,7 +191,7 @@ static int lookup_locked(const char *prov, const struct sockaddr *local, char ke
 	int ret = fab_lookup_key(prov, local, &src, key);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&table_lock);
+	pthread_mutex_lock(&fab_table_lock);
 	*i = entry_of(key, prov, &src);
 	return 0;
 }
@@ -205,15 +205,15 @@ int stk_fab_get(const char *prov, const struct sockaddr *local, struct stk_fab *
 	if (ret)
 		return ret;
 	bool pending = i >= 0 && table[i].pending;
-	pthread_mutex_unlock(&table_lock);
+	pthread_mutex_unlock(&fab_table_lock);
 	if (i < 0)
 		return -ENOSPC;
 	if (pending)
 		entry_open((unsigned)i);
-	pthread_mutex_lock(&table_lock);
+	pthread_mutex_lock(&fab_table_lock);
 	*out = table[i].fab;
 	ret = table[i].pending ? -ESHUTDOWN : table[i].err;
-	pthread_mutex_unlock(&table_lock);
+	pthread_mutex_unlock(&fab_table_lock);
 	return ret;
 }
 
@@ -263,7 +263,7 @@ int stk_fab_get_ready(const char *prov, const struct sockaddr *local, struct stk
 	static bool exit_hook;
 	if (start && !exit_hook)
 		exit_hook = atexit(bg_open_exit) == 0;
-	pthread_mutex_unlock(&table_lock);
+	pthread_mutex_unlock(&fab_table_lock);
 	if (start && (!exit_hook ||
 		      stk_thread_start(bg_open_main, (void *)(uintptr_t)i, 8u << 20) != 0))
 		FSK_DBG("%s: no background open (the next connection that needs it opens it)",
@@ -275,11 +275,11 @@ void stk_fab_foreach_open(void (*fn)(struct stk_fab *fab, void *arg), void *arg)
 {
 	struct stk_fab *open[FAB_MAX];
 	unsigned n = 0;
-	pthread_mutex_lock(&table_lock);
+	pthread_mutex_lock(&fab_table_lock);
 	for (unsigned i = 0; i < table_count; i++)
 		if (table[i].fab)
 			open[n++] = table[i].fab;
-	pthread_mutex_unlock(&table_lock);
+	pthread_mutex_unlock(&fab_table_lock);
 	for (unsigned i = 0; i < n; i++)
 		fn(open[i], arg);
 }
@@ -287,12 +287,12 @@ void stk_fab_foreach_open(void (*fn)(struct stk_fab *fab, void *arg), void *arg)
 void stk_fab_atfork_prepare(void)
 {
 	pthread_mutex_lock(&open_lock);
-	pthread_mutex_lock(&table_lock);
+	pthread_mutex_lock(&fab_table_lock);
 }
 
 void stk_fab_atfork_parent(void)
 {
-	pthread_mutex_unlock(&table_lock);
+	pthread_mutex_unlock(&fab_table_lock);
 	pthread_mutex_unlock(&open_lock);
 }
 
@@ -304,6 +304,6 @@ void stk_fab_atfork_child(void)
 	 * removes the parent's. */
 	table_count = 0;
 	memset(table, 0, sizeof(table));
-	pthread_mutex_init(&table_lock, NULL);
+	pthread_mutex_init(&fab_table_lock, NULL);
 	pthread_mutex_init(&open_lock, NULL);
 }

@@ -63,7 +63,7 @@ struct stk_lazy {
 	int app_waiting;          /* atomic: an app thread drives it now (the thread
 				   * keeps off: taking the records it waits for
 				   * would leave it asleep) */
-	/* protected by reg_lock */
+	/* protected by nego_reg_lock */
 	bool listed;              /* in the registry and the thread's epoll set */
 	bool watching;            /* registered for the fabric watch (stk_lazy_thread.c) */
 	struct stk_lazy *prev, *next;   /* registry */

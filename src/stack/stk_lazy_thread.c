@@ -87,8 +87,8 @@ void lazy_warm_up(void)
 
 enum { Q_NONE, Q_TODO, Q_AGAIN, Q_TIMER, Q_COUNT };
 
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-/* all protected by reg_lock */
+static pthread_mutex_t nego_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+/* all protected by nego_reg_lock */
 static struct stk_lazy *reg_head;                  /* listed conns */
 static struct stk_lazy *q_head[Q_COUNT], *q_tail[Q_COUNT]; /* Q_TODO, Q_AGAIN, Q_TIMER:
 								* a record begun, due at
@@ -105,7 +105,7 @@ static __thread bool in_thread;     /* the calling thread is the negotiation thr
  * the thread held half-way (an allocator's lock under ASan, the log's lock). */
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* reg_lock held: the thread's fds are still ours. An app that closes every fd
+/* nego_reg_lock held: the thread's fds are still ours. An app that closes every fd
  * above stderr (closefrom in a daemon) reuses the numbers at once, for a file, a
  * socket or an epoll set of its own, so the number being open proves nothing:
  * our epoll set holds our eventfd, which nobody else's does (EINVAL: not an
@@ -207,16 +207,16 @@ static void unlist_locked(struct stk_lazy *l)
 
 static void unlist(struct stk_lazy *l)
 {
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&nego_reg_lock);
 	unlist_locked(l);
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&nego_reg_lock);
 }
 
 /* The thread must look at l again soon although no kernel event may come (a
  * handshake under way, a step some app call made). */
 void lazy_requeue(struct stk_lazy *l)
 {
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&nego_reg_lock);
 	if (l->listed && l->queue == Q_NONE) {
 		bool idle = !q_head[Q_TODO] && !q_head[Q_AGAIN];
 		q_push(l, Q_AGAIN);
@@ -225,14 +225,14 @@ void lazy_requeue(struct stk_lazy *l)
 		    stk_sys.write(thread_wakefd, &one, sizeof(one)) < 0)
 			FSK_DBG("negotiation thread not woken: %s", strerror(errno));
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&nego_reg_lock);
 }
 
 /* A record begun and not whole (record_cut): the thread looks again at its
  * deadline although no kernel event may come. */
 static void timer(struct stk_lazy *l)
 {
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&nego_reg_lock);
 	if (l->listed && l->queue == Q_NONE) {
 		l->timer_ns = l->cut_deadline;
 		q_push(l, Q_TIMER);
@@ -241,7 +241,7 @@ static void timer(struct stk_lazy *l)
 		    stk_sys.write(thread_wakefd, &one, sizeof(one)) < 0)
 			FSK_DBG("negotiation thread not woken: %s", strerror(errno));
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&nego_reg_lock);
 }
 
 /* The fabric watch: a conn settled on the fabric stays in the thread's epoll
@@ -267,7 +267,7 @@ static int fabric_watch(const struct stk_lazy *l)
  * doorbells). */
 static void watch(struct stk_lazy *l)
 {
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&nego_reg_lock);
 	if (l->listed && !l->watching && priv_same(l) && thread_fds_ours()) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = l };
 		if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_MOD, l->conn->fd, &ev) == 0)
@@ -275,10 +275,10 @@ static void watch(struct stk_lazy *l)
 		else
 			FSK_DBG("fd %d: no fabric watch: %s", l->app_fd, strerror(errno));
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&nego_reg_lock);
 }
 
-/* reg_lock held: the timers that are due go to the TODO queue; returns the
+/* nego_reg_lock held: the timers that are due go to the TODO queue; returns the
  * time to the next one (0: none). O(timers): only records cut short wait
  * there. */
 static uint64_t timers_due(void)
@@ -296,7 +296,7 @@ static uint64_t timers_due(void)
 	return next;
 }
 
-/* After steps, l's lock held (reg_lock is taken after it: the registry side
+/* After steps, l's lock held (nego_reg_lock is taken after it: the registry side
  * only ever try-locks a conn): tell the epoll layer, and either leave the
  * registry or stay in view of the thread. */
 void lazy_after_steps(struct stk_lazy *l)
@@ -323,7 +323,7 @@ void lazy_free(struct stk_lazy *l)
 	free(l);
 }
 
-/* reg_lock held: take the events of one epoll_wait (and the AGAIN queue, when
+/* nego_reg_lock held: take the events of one epoll_wait (and the AGAIN queue, when
  * its time came) into the TODO queue; false when this thread was replaced. */
 static bool take_events(int epfd, unsigned gen, const struct epoll_event *evs, int n,
 			bool again, struct stk_lazy **dead)
@@ -357,16 +357,16 @@ static uint64_t visit_todo(void)
 {
 	bool hs = false;
 	for (;;) {
-		pthread_mutex_lock(&reg_lock);
+		pthread_mutex_lock(&nego_reg_lock);
 		struct stk_lazy *l = q_pop(Q_TODO);
 		if (!l) {
 			bool again = q_head[Q_AGAIN] != NULL;
 			uint64_t timer_wait = timers_due();
 			if (q_head[Q_TODO]) {
-				pthread_mutex_unlock(&reg_lock);
+				pthread_mutex_unlock(&nego_reg_lock);
 				continue; /* a timer came due */
 			}
-			pthread_mutex_unlock(&reg_lock);
+			pthread_mutex_unlock(&nego_reg_lock);
 			if (!again)
 				return timer_wait;
 			return hs ? HS_POLL_NS : BUSY_POLL_NS;
@@ -374,11 +374,11 @@ static uint64_t visit_todo(void)
 		if (__atomic_load_n(&l->app_waiting, __ATOMIC_ACQUIRE) ||
 		    pthread_mutex_trylock(&l->lock) != 0) {
 			q_push(l, Q_AGAIN); /* an app thread drives it; look again soon */
-			pthread_mutex_unlock(&reg_lock);
+			pthread_mutex_unlock(&nego_reg_lock);
 			continue;
 		}
 		lazy_thread_idle = !q_head[Q_TODO] && !q_head[Q_AGAIN];
-		pthread_mutex_unlock(&reg_lock);
+		pthread_mutex_unlock(&nego_reg_lock);
 		/* l's lock held: its close waits for this step */
 		lazy_advance(l, BY_THREAD);
 		bool soon = false;
@@ -418,21 +418,21 @@ static void *thread_main(void *arg)
 		if (n < 0 && errno != EINTR) {
 			/* Our epoll fd was closed behind our back (closefrom in a daemon):
 			 * the next negotiation starts a new thread. */
-			pthread_mutex_lock(&reg_lock);
+			pthread_mutex_lock(&nego_reg_lock);
 			if (thread_epfd == epfd && thread_gen == gen) {
 				thread_epfd = -1;
 				thread_pid = 0;
 			}
-			pthread_mutex_unlock(&reg_lock);
+			pthread_mutex_unlock(&nego_reg_lock);
 			return NULL;
 		}
 		struct stk_lazy *dead = NULL;
 		pthread_mutex_lock(&work_lock);
-		pthread_mutex_lock(&reg_lock);
+		pthread_mutex_lock(&nego_reg_lock);
 		/* the AGAIN queue is due when we slept for it */
 		bool ok = take_events(epfd, gen, evs, n < 0 ? 0 : n, wait_ns != 0 || n <= 0,
 				      &dead);
-		pthread_mutex_unlock(&reg_lock);
+		pthread_mutex_unlock(&nego_reg_lock);
 		if (!ok) {
 			pthread_mutex_unlock(&work_lock);
 			return NULL;
@@ -457,7 +457,7 @@ static uint32_t thread_events(const struct stk_lazy *l)
 	return EPOLLIN | EPOLLRDHUP | EPOLLET | (l->stage == C_CONNECTING ? EPOLLOUT : 0);
 }
 
-/* reg_lock held. The thread of this process, created on first need (again in a
+/* nego_reg_lock held. The thread of this process, created on first need (again in a
  * forked child: threads do not survive fork, and the parent's epoll set is
  * shared with it). Registering the listed conns anew is O(n), but only then. */
 static int ensure_thread_locked(void)
@@ -505,7 +505,7 @@ static int ensure_thread_locked(void)
 
 void lazy_enlist(struct stk_lazy *l)
 {
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&nego_reg_lock);
 	int ret = ensure_thread_locked();
 	if (ret == 0) {
 		struct epoll_event ev = { .events = thread_events(l), .data.ptr = l };
@@ -525,7 +525,7 @@ void lazy_enlist(struct stk_lazy *l)
 			FSK_WARN("no negotiation thread (%s): negotiations progress only in "
 				 "app calls", strerror(-ret));
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&nego_reg_lock);
 }
 
 void stk_lazy_forget(struct stk_conn *conn)
@@ -533,11 +533,11 @@ void stk_lazy_forget(struct stk_conn *conn)
 	struct stk_lazy *l = conn->lazy;
 	if (!l)
 		return;
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&nego_reg_lock);
 	unlist_locked(l);
 	/* an event the thread has not taken yet may name l: the thread frees it */
 	bool defer = thread_epfd >= 0 && thread_pid == getpid();
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&nego_reg_lock);
 	/* the thread or an app thread (settling on another fd of the same socket:
 	 * the app's race, as with the kernel) may be in a step: wait for it */
 	pthread_mutex_lock(&l->lock);
@@ -549,10 +549,10 @@ void stk_lazy_forget(struct stk_conn *conn)
 		lazy_free(l);
 		return;
 	}
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&nego_reg_lock);
 	l->qnext = graveyard;
 	graveyard = l;
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&nego_reg_lock);
 }
 
 void stk_lazy_atfork_prepare(void)
