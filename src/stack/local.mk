@@ -22,7 +22,10 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_peer.c src/stack/stk_peer.h \
 	src/stack/stk_leftover.c src/stack/stk_leftover.h \
 	src/stack/stk_cork.c src/stack/stk_cork.h \
-	src/stack/stk_stream.c src/stack/stk_stream.h src/stack/stk_stream_mig.c \
+	src/stack/stk_stream.c src/stack/stk_stream.h src/stack/stk_stream_int.h \
+	src/stack/stk_stream_table.c src/stack/stk_stream_tx.c src/stack/stk_stream_rx.c \
+	src/stack/stk_stream_close.c src/stack/stk_stream_sleep.c src/stack/stk_stream_wait.c \
+	src/stack/stk_stream_mig.c \
 	src/stack/stk_conn.c src/stack/stk_conn.h \
 	src/stack/stk_lazy.c src/stack/stk_lazy.h src/stack/stk_lazy_int.h src/stack/stk_lazy_step.c \
 	src/stack/stk_lazy_thread.c \

@@ -177,7 +177,7 @@ struct stk_conn {
 	bool mig_rx;              /* the peer's MIGRATE arrived (or will never come):
 				   * no more fabric data; after the ring, the kernel */
 	bool mig_reply;           /* the peer asked: send our MIGRATE (pending);
-				   * stored atomically: answer_pending reads it first
+				   * stored atomically: stream_answer_pending reads it first
 				   * without the lock */
 	bool migrated;            /* atomic: both done, ring moved to left; no
 				   * fabric state is used any more */
@@ -196,7 +196,7 @@ struct stk_conn {
 				   * on every change (protected by lock) */
 	uint8_t bell_owed;        /* a byte written, no message counted it yet:
 				   * BELL_OWED (a post follows), BELL_OWED_QUEUED
-				   * (that post failed: answer_pending posts a BELL);
+				   * (that post failed: stream_answer_pending posts a BELL);
 				   * stored atomically, as mig_reply */
 	uint16_t bells_tx;        /* doorbell bytes we wrote on the kernel connection */
 	uint16_t bells_seen;      /* the peer's count from its latest message */
@@ -288,7 +288,7 @@ short stk_stream_events(struct stk_conn *conn);
 /* The same without driving progress (the caller just progressed the fabric). */
 short stk_conn_events(struct stk_conn *conn);
 /* Wait until stk_stream_events() & events or timeout_ms (-1: forever). Spins
- * stk_cfg.spin_us, then sleeps in the kernel (see stk_stream.c for how).
+ * stk_cfg.spin_us, then sleeps in the kernel (see stk_stream_wait.c for how).
  * Returns the events, 0 on timeout, -EINTR when a signal handler ran (signals
  * are blocked while it spins and delivered in the sleep, as in stk_ready.h). */
 short stk_conn_wait(struct stk_conn *conn, short events, int timeout_ms);
