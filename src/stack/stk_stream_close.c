@@ -201,9 +201,7 @@ int stk_close(struct stk_conn *conn, bool abortive)
 {
 	bool peer_left = goodbye(conn, abortive);
 	stk_sys.close(conn->fd);
-	pthread_mutex_lock(&conn->lock);
 	stream_fold_stats(conn);
-	pthread_mutex_unlock(&conn->lock);
 	if (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) > 0) {
 		/* A provider still owns a buffer that points at this connection: keep
 		 * the memory (a bounded leak) rather than let a completion write freed

@@ -54,7 +54,7 @@ static inline void stream_sleep_ns(uint64_t ns)
  * conn_table_lock (stk_stream_table.c); a slot is reused only after
  * stk_fab_quiesce(). */
 extern struct stk_conn *stream_conn_table[STK_CONN_MAX];
-/* At close (conn->lock held): move the statistics into the process counters. */
+/* At close (no lock held): move the statistics into the process counters. */
 void stream_fold_stats(struct stk_conn *conn);
 /* Take conn out of the table without freeing it (its memory is kept). */
 void stream_table_unlist(struct stk_conn *conn);

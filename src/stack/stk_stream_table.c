@@ -12,8 +12,9 @@
 #include <sys/random.h>
 
 /* Taken by writers of stream_conn_table (readers load a slot without it), by
- * statistics snapshots (live_stats; stream_fold_stats under conn->lock) and by
- * fork preparation (then every conn->lock). */
+ * statistics snapshots (live_stats) and folds (stream_fold_stats), by fork
+ * preparation and stk_migrate_all. Lock order: conn_table_lock, then a
+ * conn->lock (docs/threads.md). */
 static pthread_mutex_t conn_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t table_hint; /* protected by conn_table_lock */
 struct stk_conn *stream_conn_table[STK_CONN_MAX];
@@ -143,18 +144,21 @@ static void live_stats(uint64_t out[STK_C_COUNT])
 	pthread_mutex_unlock(&conn_table_lock);
 }
 
-/* At close (conn->lock held): move the statistics into the process counters
- * under conn_table_lock, so that a snapshot counts them live or folded, never twice
- * (lock order: conn->lock, then conn_table_lock; live_stats takes no conn lock). */
+/* At close: move the statistics into the process counters under
+ * conn_table_lock, so that a snapshot counts them live or folded, never twice
+ * (live_stats takes no conn lock). conn->lock is taken inside the table's, in
+ * the order fork preparation takes them. */
 void stream_fold_stats(struct stk_conn *conn)
 {
 	uint64_t add[STK_C_COUNT] = { 0 };
 	pthread_mutex_lock(&conn_table_lock);
+	pthread_mutex_lock(&conn->lock);
 	add_stats(conn, add);
 	for (int i = 0; i < STK_C_COUNT; i++)
 		if (add[i])
 			stk_count_add((enum stk_counter)i, add[i]);
 	conn->bytes_tx = conn->bytes_rx = conn->msgs_tx = conn->msgs_rx = 0;
+	pthread_mutex_unlock(&conn->lock);
 	pthread_mutex_unlock(&conn_table_lock);
 }
 
