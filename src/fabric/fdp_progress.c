@@ -70,8 +70,6 @@ struct fdp_progress {
 	bool nudged;        /* a waiter armed during the long pause (mutex) */
 };
 
-struct fdp_progress **fdp_port_progress_slot(struct fdp_port *port) FDP_HIDDEN;
-
 /* When the thread must run a timer pass: UINT64_MAX when every attached
  * endpoint is idle. Called with pg->mutex held; takes each ep->lock with
  * trylock only (an endpoint in use by the application is progressing). */

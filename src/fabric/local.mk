@@ -36,6 +36,10 @@ src_fabric_libdpdk_fi_la_SOURCES = \
 	src/fabric/fdp_pool.c \
 	src/fabric/fdp_port.c \
 	src/fabric/fdp_port.h \
+	src/fabric/fdp_port_arp.c \
+	src/fabric/fdp_port_dev.h \
+	src/fabric/fdp_port_rx.c \
+	src/fabric/fdp_port_tx.c \
 	src/fabric/fdp_progress.c \
 	src/fabric/fdp_util.c
 src_fabric_libdpdk_fi_la_CFLAGS = $(AM_CFLAGS) $(FABRIC_CFLAGS) $(DPDK_CFLAGS)
