@@ -5,6 +5,9 @@ src_fabric_libdpdk_fi_la_SOURCES += \
 	src/fabric/fdp_rel.h \
 	src/fabric/fdp_rel.c \
 	src/fabric/fdp_msg.h \
-	src/fabric/fdp_msg.c
+	src/fabric/fdp_msg_int.h \
+	src/fabric/fdp_msg.c \
+	src/fabric/fdp_msg_send.c \
+	src/fabric/fdp_msg_recv.c
 # The native FI_EP_RDM endpoint class on the provider framework (fdp.h).
 src_fabric_libdpdk_fi_la_SOURCES += src/fabric/fdp_rdm.c
