@@ -3,7 +3,10 @@
 src_fabric_libdpdk_fi_la_SOURCES += \
 	src/fabric/fdp_rel_proto.h \
 	src/fabric/fdp_rel.h \
+	src/fabric/fdp_rel_int.h \
 	src/fabric/fdp_rel.c \
+	src/fabric/fdp_rel_rx.c \
+	src/fabric/fdp_rel_timer.c \
 	src/fabric/fdp_msg.h \
 	src/fabric/fdp_msg_int.h \
 	src/fabric/fdp_msg.c \
