@@ -227,6 +227,13 @@ int fdp_av_lookup(struct fdp_av *av, fi_addr_t fi_addr, struct sockaddr_in *out)
 /* Reverse lookup by IPv4+UDP port; FI_ADDR_NOTAVAIL when not inserted. */
 fi_addr_t fdp_av_reverse(struct fdp_av *av, const struct sockaddr_in *sa) FDP_HIDDEN;
 
+/* The wait object of a CQ, counter or EQ (fdp_wait.h). */
+struct fdp_wait {
+	int fd;                         /* eventfd, -1 without a wait object */
+	atomic_bool armed;              /* fi_trywait said the reader will sleep
+	                                 * (CQs and counters) */
+};
+
 /* A completion as stored in a CQ ring (superset of every format). */
 struct fdp_cq_slot {
 	struct fi_cq_tagged_entry e;
@@ -248,8 +255,7 @@ struct fdp_cq {
 	struct fdp_cq_slot *ring;       /* protected by lock; grows, never overflows */
 	size_t ring_cap, head, count;   /* protected by lock */
 	struct fdp_cq_err_node *err_head, *err_tail; /* protected by lock */
-	int wait_fd;                    /* eventfd, -1 without a wait object */
-	atomic_bool armed;              /* fi_trywait said the reader will sleep */
+	struct fdp_wait wait;
 	atomic_bool signaled;           /* fi_cq_signal: the next (or current)
 	                                 * fi_cq_sread that finds nothing returns
 	                                 * -FI_EAGAIN at once */
@@ -276,8 +282,7 @@ struct fdp_cntr {
 	atomic_uint_fast64_t value;
 	atomic_uint_fast64_t errors;
 	enum fi_wait_obj wait_obj;
-	int wait_fd;                    /* eventfd, -1 without a wait object */
-	atomic_bool armed;
+	struct fdp_wait wait;
 	atomic_int ref;
 };
 
@@ -291,8 +296,8 @@ struct fdp_eq {
 	struct fdp_fabric *fabric;
 	struct fdp_lock lock;
 	struct fdp_eq_node *head, *tail;       /* protected by lock */
-	struct fdp_eq_node *err_head, *err_tail;
-	int wait_fd;                    /* eventfd, -1 for FI_WAIT_NONE */
+	struct fdp_eq_node *err_head, *err_tail; /* protected by lock */
+	struct fdp_wait wait;           /* never armed */
 };
 
 /* AV insert events (fdp_av.c, on an AV opened with FI_EVENT): one error

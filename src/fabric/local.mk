@@ -41,7 +41,9 @@ src_fabric_libdpdk_fi_la_SOURCES = \
 	src/fabric/fdp_port_rx.c \
 	src/fabric/fdp_port_tx.c \
 	src/fabric/fdp_progress.c \
-	src/fabric/fdp_util.c
+	src/fabric/fdp_util.c \
+	src/fabric/fdp_wait.c \
+	src/fabric/fdp_wait.h
 src_fabric_libdpdk_fi_la_CFLAGS = $(AM_CFLAGS) $(FABRIC_CFLAGS) $(DPDK_CFLAGS)
 src_fabric_libdpdk_fi_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-Wl,--version-script=$(top_srcdir)/src/fabric/fdp.map -Wl,-z,nodelete
