@@ -1,8 +1,8 @@
 /* fdp.h - internal object framework of the libfabric "dpdk" provider.
  *
  * Everything in src/fabric/ shares this header. It knows nothing of DPDK types
- * (those stay in fdp_port.c / fdp_eal.c) so engines such as fdp_rel.c and
- * fdp_msg.c can include it and be unit-tested without an EAL.
+ * (those stay in fdp_port*.c / fdp_eal*.c) so engines such as fdp_rel*.c and
+ * fdp_msg*.c can include it and be unit-tested without an EAL.
  *
  * Object model (each struct embeds its libfabric fid first, so a fid pointer
  * converts to the provider object with a cast or container_of):
@@ -28,6 +28,7 @@
  *     progress, enable, cancel) and by data-path ops (the class takes it in
  *     its own fi_ops_msg/fi_ops_tagged functions with fdp_lock()).
  *   - cq->lock, eq->lock: leaves; fdp_cq_write() takes it internally.
+ *     A CQ's or counter's wait object (struct fdp_wait) is lock-free.
  *   - port tx lock: a leaf taken inside fdp_tx_frame().
  *   - port ep lock (internal): the list of endpoints whose progress hook
  *     runs; held while hooks run, ordered before ep->lock.
@@ -169,7 +170,7 @@ uint64_t fdp_now_ns(void) FDP_HIDDEN;
 
 /* ---------------------------------------------------------------- objects */
 
-struct fdp_port;   /* opaque: the DPDK port, fdp_port.c */
+struct fdp_port;   /* opaque: the DPDK port, fdp_port_dev.h */
 struct fdp_ep;
 
 struct fdp_fabric {
@@ -329,7 +330,7 @@ struct fdp_ep_hooks {
 	 * (FI_ADDR_NOTAVAIL if not inserted), src_addr its IPv4+UDP port.
 	 * The memory is valid only during the call (copy what you keep).
 	 * now_ns: fdp_now_ns() read once per received burst (a clock read
-	 * per frame was a tenth of a receiver's cycles).
+	 * per frame costs a tenth of a receiver's cycles).
 	 * Called from whichever thread drives progress. */
 	void (*rx_rdm)(struct fdp_ep *ep, fi_addr_t src,
 		       const struct sockaddr_in *src_addr,
@@ -488,7 +489,7 @@ int fdp_domain_progress(struct fdp_domain *domain) FDP_HIDDEN;
  * 20 ms; the RDM endpoint asks for polls for 30 s after its last traffic),
  * and runs fdp_domain_progress only when no application thread
  * progressed the endpoint within the last 10 ms; with every endpoint idle
- * (UINT64_MAX) it blocks as before. fdp_progress_timers_kick tells a
+ * (UINT64_MAX) it blocks until kicked. fdp_progress_timers_kick tells a
  * blocked thread that ep now has timers pending: call it with ep->lock held
  * (no lost wake-up: the thread raises its flag before it trylocks the
  * endpoints) whenever next_deadline may have become finite; it costs one

@@ -124,9 +124,9 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	fdp_lock(&cq->lock);
 	/* A read leaves the CQ armed: another thread may sleep on the wait fd
 	 * after its fi_trywait, and only the next completion (fdp_cq_write,
-	 * which disarms and signals) may end that sleep. Disarming here lost
-	 * its wake-up and stopped the progress thread: a multi-threaded
-	 * application (one thread reading, another asleep in poll) stalled. */
+	 * which disarms and signals) may end that sleep. Disarming here would
+	 * lose its wake-up and stop the progress thread: a multi-threaded
+	 * application (one thread reading, another asleep in poll) would stall. */
 	n = cq->count < count ? cq->count : count;
 	for (i = 0; i < n; i++) {
 		struct fdp_cq_slot *s = &cq->ring[cq->head];

@@ -59,7 +59,7 @@ static bool eal_wait_logged;   /* fi_fabric's wait for an early start was said *
 static uint16_t eal_port_id;
 static FILE *eal_log_stream;
 static atomic_bool eal_log_off;  /* set at cleanup: DPDK lines are dropped */
-static atomic_bool eal_stopped;  /* set at cleanup: threads no longer unregister */
+static atomic_bool eal_stopped;  /* set at cleanup: exiting threads skip unregistering */
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t thread_key;
 static bool thread_key_ok;
@@ -605,9 +605,9 @@ static void close_port_now(uint16_t port)
  * alarm: that thread also runs net_memif's control channel, and a memif
  * whose peer hangs up is disconnected there (memif_disconnect). Stopped from
  * another thread at that instant, both would run memif_disconnect at once:
- * only its control-channel part is locked, so the shared regions were freed
- * twice (DPDK 22.11; heap corruption, SIGSEGV in rte_free at exit, seen when
- * both processes of a pair exit together). On one thread the two are
+ * only its control-channel part is locked, so the shared regions are freed
+ * twice (DPDK 22.11: heap corruption, SIGSEGV in rte_free at exit when both
+ * processes of a pair exit together). On one thread the two are
  * serialised. The caller waits for the alarm (bounded); an interrupt thread
  * that does not run it in time has the alarm cancelled and the port closed
  * here. */

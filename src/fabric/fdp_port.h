@@ -1,6 +1,6 @@
 /* fdp_port.h - the process's DPDK port: queues, ARP, frame TX/RX, endpoint
  * demultiplexing by UDP port, fault injection and the progress thread
- * (fdp_port.c, fdp_progress.c). DPDK-free interface. */
+ * (fdp_port*.c, fdp_progress.c). DPDK-free interface. */
 #ifndef FDP_PORT_H
 #define FDP_PORT_H
 

@@ -29,7 +29,7 @@
  * that the application progressed within APP_GRACE_NS is left to it, and
  * thread-driven passes are at least TIMER_GAP_NS apart, so an active
  * application costs at most one wake-up per APP_GRACE_NS. When every
- * attached endpoint is idle the thread blocks as before; a kick (one relaxed
+ * attached endpoint is idle the thread blocks; a kick (one relaxed
  * load on the endpoint's side) wakes it when timers appear. */
 #include "config.h"
 

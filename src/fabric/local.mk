@@ -1,4 +1,4 @@
-# src/fabric: the libfabric DPDK provider (libdpdk-fi.so). Owned by the provider issue.
+# src/fabric: the libfabric DPDK provider (libdpdk-fi.so).
 #
 # libfdpcore.la: the parts with no DPDK dependency (frame parsing/building),
 # linked into the provider and into unit tests and the fuzzer.
@@ -52,5 +52,5 @@ EXTRA_src_fabric_libdpdk_fi_la_DEPENDENCIES = src/fabric/fdp.map
 EXTRA_DIST += src/fabric/fdp.map
 dist_man_MANS += man/fi_dpdk.7
 
-# The reliability/RDM engine appends to the provider's sources here.
+# The reliability protocol, the message layer and the RDM endpoint.
 include src/fabric/rel.mk

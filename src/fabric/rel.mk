@@ -1,4 +1,4 @@
-# src/fabric reliability/RDM engine fragment (fdp_rel*, fdp_msg*, fdp_rdm*).
+# src/fabric: the RDM endpoint and its engines (fdp_rel*, fdp_msg*, fdp_rdm.c).
 # Pure-C engines (no DPDK): the reliability protocol and the message layer.
 src_fabric_libdpdk_fi_la_SOURCES += \
 	src/fabric/fdp_rel_proto.h \
