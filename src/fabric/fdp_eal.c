@@ -119,35 +119,30 @@ static ssize_t log_write(void *cookie, const char *buf, size_t size)
 	return (ssize_t)size;
 }
 
-static bool hugepages_free(void)
+/* The number a /proc or /sys file holds; -1 if it cannot be read. */
+static long read_number(const char *path)
 {
 	char buf[32];
-	long total = 0, freep = 0;
-	int fd;
 	ssize_t n;
+	int fd;
 
-	fd = open("/proc/sys/vm/nr_hugepages", O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return false;
+		return -1;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return false;
+		return -1;
 	buf[n] = '\0';
-	total = strtol(buf, NULL, 10);
-	if (total <= 0)
+	return strtol(buf, NULL, 10);
+}
+
+static bool hugepages_free(void)
+{
+	if (read_number("/proc/sys/vm/nr_hugepages") <= 0)
 		return false;
-	fd = open("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages",
-		  O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	freep = strtol(buf, NULL, 10);
-	return freep >= 32; /* 64 MB worth of 2 MB pages */
+	/* 64 MB worth of 2 MB pages */
+	return read_number("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages") >= 32;
 }
 
 /* A vdev spec ("net_memif0,role=..."), else a PCI address to allow-list. */
