@@ -41,17 +41,17 @@ struct fdp_msg_rx *fdp_msg_rx_get(struct fdp_msg_ep *m)
 {
 	struct fdp_dlist *n;
 
-	if (dl_empty(&m->rx_free))
+	if (fdp_dl_empty(&m->rx_free))
 		return NULL;
 	n = m->rx_free.next;
-	dl_del(n);
+	fdp_dl_del(n);
 	m->rx_in_use++;
 	return container_of(n, struct fdp_msg_rx, link);
 }
 
 void fdp_msg_rx_put(struct fdp_msg_ep *m, struct fdp_msg_rx *rx)
 {
-	dl_add_head(&m->rx_free, &rx->link);
+	fdp_dl_add_head(&m->rx_free, &rx->link);
 	m->rx_in_use--;
 }
 
@@ -60,7 +60,7 @@ struct fdp_msg_ux *fdp_msg_ux_get(struct fdp_msg_ep *m, size_t len)
 	struct fdp_msg_ux *ux;
 
 	if (m->ux_count >= m->cfg.ux_max_entries || len > m->cfg.ux_max_bytes - m->ux_bytes ||
-	    dl_empty(&m->ux_free))
+	    fdp_dl_empty(&m->ux_free))
 		return NULL;
 	ux = container_of(m->ux_free.next, struct fdp_msg_ux, link);
 	if (len <= FDP_MSG_UX_INLINE) {
@@ -70,7 +70,7 @@ struct fdp_msg_ux *fdp_msg_ux_get(struct fdp_msg_ep *m, size_t len)
 		if (!ux->buf)
 			return NULL;
 	}
-	dl_del(&ux->link);
+	fdp_dl_del(&ux->link);
 	m->ux_count++;
 	m->ux_bytes += len;
 	ux->len = len;
@@ -82,13 +82,13 @@ struct fdp_msg_ux *fdp_msg_ux_get(struct fdp_msg_ep *m, size_t len)
 
 void fdp_msg_ux_put(struct fdp_msg_ep *m, struct fdp_msg_ux *ux)
 {
-	dl_del(&ux->link);
+	fdp_dl_del(&ux->link);
 	if (ux->buf != ux->inline_buf)
 		free(ux->buf);
 	ux->buf = NULL;
 	m->ux_count--;
 	m->ux_bytes -= ux->len;
-	dl_add_head(&m->ux_free, &ux->link);
+	fdp_dl_add_head(&m->ux_free, &ux->link);
 }
 
 
@@ -112,7 +112,7 @@ static void rel_complete(struct fdp_rel *rel, struct fdp_rel_peer *rp, uint64_t 
 {
 	struct fdp_msg_ep *m = MSG_OF(rel);
 
-	if (cookie == COOKIE_INJECT) {
+	if (cookie == FDP_MSG_COOKIE_INJECT) {
 		if (m->ops->inject_done)
 			m->ops->inject_done(m, PEER_OF(rp), err);
 		return;
@@ -209,11 +209,11 @@ int fdp_msg_init(struct fdp_msg_ep *m, const struct fdp_msg_cfg *cfg,
 	m->cfg = *cfg;
 	m->ops = ops;
 	m->ctx = ctx;
-	dl_init(&m->rx_free);
-	dl_init(&m->ux_free);
+	fdp_dl_init(&m->rx_free);
+	fdp_dl_init(&m->ux_free);
 	for (int t = 0; t < 2; t++) {
-		dl_init(&m->posted[t]);
-		dl_init(&m->unexpected[t]);
+		fdp_dl_init(&m->posted[t]);
+		fdp_dl_init(&m->unexpected[t]);
 	}
 	m->tx_pool = calloc(cfg->tx_ops, sizeof(*m->tx_pool));
 	m->rx_pool = calloc(cfg->rx_ops, sizeof(*m->rx_pool));
@@ -227,16 +227,16 @@ int fdp_msg_init(struct fdp_msg_ep *m, const struct fdp_msg_cfg *cfg,
 		m->tx_free = &m->tx_pool[i];
 	}
 	for (uint32_t i = 0; i < cfg->rx_ops; i++)
-		dl_add_tail(&m->rx_free, &m->rx_pool[i].link);
+		fdp_dl_add_tail(&m->rx_free, &m->rx_pool[i].link);
 	for (uint32_t i = 0; i < cfg->ux_max_entries; i++)
-		dl_add_tail(&m->ux_free, &m->ux_pool[i].link);
+		fdp_dl_add_tail(&m->ux_free, &m->ux_pool[i].link);
 	return 0;
 }
 
 void fdp_msg_fini(struct fdp_msg_ep *m)
 {
 	for (int t = 0; t < 2 && m->ux_pool; t++) {
-		while (!dl_empty(&m->unexpected[t]))
+		while (!fdp_dl_empty(&m->unexpected[t]))
 			fdp_msg_ux_put(m, container_of(m->unexpected[t].next, struct fdp_msg_ux, link));
 	}
 	free(m->tx_pool);

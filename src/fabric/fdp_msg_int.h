@@ -9,24 +9,24 @@
 #include "fdp_msg.h"
 
 /* Cookie of an inject's frame (tx descriptors are pointers, never 1). */
-#define COOKIE_INJECT ((uint64_t)1)
+#define FDP_MSG_COOKIE_INJECT ((uint64_t)1)
 
 #ifndef container_of
 #define container_of(ptr, type, field) ((type *)((char *)(ptr)-offsetof(type, field)))
 #endif
 
 /* Circular doubly linked lists with a head node. */
-static inline void dl_init(struct fdp_dlist *h)
+static inline void fdp_dl_init(struct fdp_dlist *h)
 {
 	h->prev = h->next = h;
 }
 
-static inline bool dl_empty(const struct fdp_dlist *h)
+static inline bool fdp_dl_empty(const struct fdp_dlist *h)
 {
 	return h->next == h;
 }
 
-static inline void dl_add_tail(struct fdp_dlist *h, struct fdp_dlist *n)
+static inline void fdp_dl_add_tail(struct fdp_dlist *h, struct fdp_dlist *n)
 {
 	n->prev = h->prev;
 	n->next = h;
@@ -34,7 +34,7 @@ static inline void dl_add_tail(struct fdp_dlist *h, struct fdp_dlist *n)
 	h->prev = n;
 }
 
-static inline void dl_add_head(struct fdp_dlist *h, struct fdp_dlist *n)
+static inline void fdp_dl_add_head(struct fdp_dlist *h, struct fdp_dlist *n)
 {
 	n->next = h->next;
 	n->prev = h;
@@ -42,14 +42,14 @@ static inline void dl_add_head(struct fdp_dlist *h, struct fdp_dlist *n)
 	h->next = n;
 }
 
-static inline void dl_del(struct fdp_dlist *n)
+static inline void fdp_dl_del(struct fdp_dlist *n)
 {
 	n->prev->next = n->next;
 	n->next->prev = n->prev;
 	n->prev = n->next = n;
 }
 
-static inline size_t iov_total(const struct iovec *iov, size_t count)
+static inline size_t fdp_msg_iov_total(const struct iovec *iov, size_t count)
 {
 	size_t len = 0;
 

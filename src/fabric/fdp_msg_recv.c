@@ -67,7 +67,7 @@ static void ux_deliver(struct fdp_msg_ep *m, struct fdp_msg_ux *ux, struct fdp_m
 
 	/* unlinked before the callback: a receive posted from inside it must
 	 * not find this message again */
-	dl_del(&ux->link);
+	fdp_dl_del(&ux->link);
 	ux->claimed = NULL;
 	iov_write(rx->iov, rx->iov_count, &idx, &off, ux->buf, ux->len);
 	complete_rx(m, rx, ux->peer, ux->len, ux->hflags & FDP_MSG_HF_DATA, ux->tag, ux->data);
@@ -81,12 +81,12 @@ void fdp_msg_abort_rx(struct fdp_msg_ep *m, struct fdp_msg_peer *peer)
 		return;
 	m->stats.rx_aborted++;
 	if (peer->rx_cur) /* still posted: back at the front, where it was */
-		dl_add_head(&m->posted[peer->rx_cur->tagged], &peer->rx_cur->link);
+		fdp_dl_add_head(&m->posted[peer->rx_cur->tagged], &peer->rx_cur->link);
 	if (peer->ux_cur) {
 		struct fdp_msg_rx *claimed = peer->ux_cur->claimed;
 		fdp_msg_ux_put(m, peer->ux_cur);
 		if (claimed)
-			dl_add_head(&m->posted[claimed->tagged], &claimed->link);
+			fdp_dl_add_head(&m->posted[claimed->tagged], &claimed->link);
 	}
 	peer->rx_cur = NULL;
 	peer->ux_cur = NULL;
@@ -134,7 +134,7 @@ static int start_rx(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const uint8
 	for (n = m->posted[tagged].next; n != &m->posted[tagged]; n = n->next) {
 		struct fdp_msg_rx *rx = container_of(n, struct fdp_msg_rx, link);
 		if (rx_matches(rx, peer, peer->rx_tag)) {
-			dl_del(&rx->link);
+			fdp_dl_del(&rx->link);
 			peer->rx_cur = rx;
 			peer->rx_iov_idx = 0;
 			peer->rx_iov_off = 0;
@@ -152,7 +152,7 @@ static int start_rx(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const uint8
 		ux->data = peer->rx_data;
 		ux->op = h.op;
 		ux->hflags = h.flags;
-		dl_add_tail(&m->unexpected[tagged], &ux->link);
+		fdp_dl_add_tail(&m->unexpected[tagged], &ux->link);
 		peer->ux_cur = ux;
 		m->stats.rx_unexpected++;
 	}
@@ -281,7 +281,7 @@ int fdp_msg_recv(struct fdp_msg_ep *m, const struct iovec *iov, size_t count, fi
 	rx->flags = flags;
 	memcpy(rx->iov, iov, count * sizeof(*iov));
 	rx->iov_count = count;
-	rx->cap = iov_total(iov, count);
+	rx->cap = fdp_msg_iov_total(iov, count);
 	rx->src = src;
 	rx->tag = tag;
 	rx->ignore = ignore;
@@ -299,7 +299,7 @@ int fdp_msg_recv(struct fdp_msg_ep *m, const struct iovec *iov, size_t count, fi
 			ux_deliver(m, ux, rx);
 		return 0;
 	}
-	dl_add_tail(&m->posted[tagged], &rx->link);
+	fdp_dl_add_tail(&m->posted[tagged], &rx->link);
 	return 0;
 }
 
@@ -314,7 +314,7 @@ int fdp_msg_cancel(struct fdp_msg_ep *m, void *context)
 			struct fdp_msg_rx *rx = container_of(n, struct fdp_msg_rx, link);
 			if (rx->context != context)
 				continue;
-			dl_del(&rx->link);
+			fdp_dl_del(&rx->link);
 			info.tagged = rx->tagged;
 			m->ops->recv_done(m, rx, &info);
 			fdp_msg_rx_put(m, rx);

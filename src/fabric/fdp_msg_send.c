@@ -108,7 +108,7 @@ void fdp_msg_push(struct fdp_msg_ep *m, struct fdp_msg_peer *peer)
 		}
 		/* inject complete: every byte is in the send window, the
 		 * buffer is the caller's again; delivery is the window's job */
-		fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, uflags, COOKIE_INJECT, false,
+		fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, uflags, FDP_MSG_COOKIE_INJECT, false,
 				  m->now_ns);
 		m->stats.tx_msgs++;
 		m->ops->send_done(m, tx, 0);
@@ -135,7 +135,7 @@ int fdp_msg_send(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const struct i
 
 	if (ret)
 		return ret;
-	len = iov_total(iov, count);
+	len = fdp_msg_iov_total(iov, count);
 	if (len > m->cfg.max_msg_size)
 		return -FI_EMSGSIZE;
 	tx = fdp_msg_tx_get(m);
@@ -177,7 +177,7 @@ int fdp_msg_inject(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const struct
 
 	if (ret)
 		return ret;
-	len = iov_total(iov, count);
+	len = fdp_msg_iov_total(iov, count);
 	if (len > fdp_msg_inject_max(m))
 		return -FI_EMSGSIZE;
 	nframes = (FDP_MSG_HDR_LEN + len + fp - 1) / fp;
@@ -201,7 +201,7 @@ int fdp_msg_inject(struct fdp_msg_ep *m, struct fdp_msg_peer *peer, const struct
 		done += n;
 		/* nobody waits for an inject: its ack may ride on later traffic */
 		fdp_rel_tx_commit(&m->rel, &peer->rel, hl + n, f == 0 ? FDP_REL_UF_FIRST : 0,
-				  f + 1 == nframes ? COOKIE_INJECT : 0, false, now_ns);
+				  f + 1 == nframes ? FDP_MSG_COOKIE_INJECT : 0, false, now_ns);
 	}
 	return 0;
 }

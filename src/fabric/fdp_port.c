@@ -227,7 +227,7 @@ int fdp_port_get(struct fdp_port **out)
 	p->hook_gap_tsc = rte_get_tsc_hz() / (1000000000ull / HOOK_IDLE_GAP_NS);
 	p->faults = fdp_params.drop > 0 || fdp_params.dup > 0 ||
 		    fdp_params.reorder > 0;
-	p->next_ephemeral = (uint16_t)(EPHEMERAL_FIRST + (p->rng % 8192));
+	p->next_ephemeral = (uint16_t)(FDP_EPHEMERAL_FIRST + (p->rng % 8192));
 	/* net_af_xdp loads its XDP program here: libbpf's and libxdp's lines
 	 * go to our log, not the application's stderr */
 	fdp_libprint_begin(&libprint);

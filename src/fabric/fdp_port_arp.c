@@ -22,20 +22,20 @@
 
 static uint32_t arp_hash(uint32_t ip)
 {
-	return (uint32_t)((ip * 2654435761u) >> 24) & (ARP_SLOTS - 1);
+	return (uint32_t)((ip * 2654435761u) >> 24) & (FDP_ARP_SLOTS - 1);
 }
 
 uint32_t fdp_port_arp_find(struct fdp_port *p, uint32_t ip, bool create)
 {
 	uint32_t h = arp_hash(ip), i, s;
 
-	for (i = 0; i < ARP_SLOTS; i++) {
-		s = (h + i) & (ARP_SLOTS - 1);
-		if (p->arp[s].state == ARP_FREE) {
+	for (i = 0; i < FDP_ARP_SLOTS; i++) {
+		s = (h + i) & (FDP_ARP_SLOTS - 1);
+		if (p->arp[s].state == FDP_ARP_FREE) {
 			if (!create)
 				return UINT32_MAX;
 			p->arp[s].ip = ip;
-			p->arp[s].state = ARP_PENDING;
+			p->arp[s].state = FDP_ARP_PENDING;
 			p->arp[s].tries = 0;
 			p->arp[s].next_ns = 0;
 			p->arp[s].link_wait_end_ns = 0;
@@ -83,23 +83,23 @@ static bool link_down(struct fdp_port *p)
 
 const uint8_t *fdp_port_arp_resolve(struct fdp_port *p, uint32_t slot, int *err)
 {
-	struct arp_entry *e;
+	struct fdp_arp_entry *e;
 	uint64_t now;
 
-	if (slot >= ARP_SLOTS) {
+	if (slot >= FDP_ARP_SLOTS) {
 		*err = -FI_EHOSTUNREACH;
 		return NULL;
 	}
 	e = &p->arp[slot];
-	if (e->state == ARP_RESOLVED)
+	if (e->state == FDP_ARP_RESOLVED)
 		return e->mac;
 	now = fdp_now_ns();
-	if (e->state == ARP_FAILED) {
+	if (e->state == FDP_ARP_FAILED) {
 		if (now < e->next_ns) {
 			*err = -FI_EHOSTUNREACH;
 			return NULL;
 		}
-		e->state = ARP_PENDING;
+		e->state = FDP_ARP_PENDING;
 		e->tries = 0;
 		e->next_ns = 0;
 		e->link_wait_end_ns = 0;
@@ -120,7 +120,7 @@ const uint8_t *fdp_port_arp_resolve(struct fdp_port *p, uint32_t slot, int *err)
 			inet_ntop(AF_INET, &e->ip, ip, sizeof(ip));
 			FDP_WARN(FI_LOG_EP_DATA, "ARP: no answer from %s after %d requests\n",
 				 ip, ARP_TRIES);
-			e->state = ARP_FAILED;
+			e->state = FDP_ARP_FAILED;
 			e->next_ns = now + ARP_HOLDDOWN_NS;
 			*err = -FI_EHOSTUNREACH;
 			return NULL;
@@ -152,7 +152,7 @@ void fdp_port_arp_input(struct fdp_port *p, const struct fdp_frame_view *v)
 		s = fdp_port_arp_find(p, v->arp_spa, v->arp_tpa == fdp_params.addr.s_addr);
 		if (s != UINT32_MAX) {
 			memcpy(p->arp[s].mac, v->arp_sha, RTE_ETHER_ADDR_LEN);
-			p->arp[s].state = ARP_RESOLVED;
+			p->arp[s].state = FDP_ARP_RESOLVED;
 		}
 	}
 	if (v->arp_op == FDP_ARP_REQUEST && v->arp_tpa == fdp_params.addr.s_addr) {

@@ -20,12 +20,12 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#define ARP_SLOTS 256           /* power of two */
-#define EPHEMERAL_FIRST 49152   /* first UDP port given to an unbound endpoint */
+#define FDP_ARP_SLOTS 256       /* power of two */
+#define FDP_EPHEMERAL_FIRST 49152 /* first UDP port given to an unbound endpoint */
 
-enum arp_state { ARP_FREE = 0, ARP_PENDING, ARP_RESOLVED, ARP_FAILED };
+enum fdp_arp_state { FDP_ARP_FREE = 0, FDP_ARP_PENDING, FDP_ARP_RESOLVED, FDP_ARP_FAILED };
 
-struct arp_entry {
+struct fdp_arp_entry {
 	uint32_t ip;                /* network order */
 	uint8_t state;
 	uint8_t tries;
@@ -41,7 +41,7 @@ struct fdp_port {
 	struct rte_ether_addr mac;
 	size_t mtu;
 	bool tx_ip_csum, tx_udp_csum;       /* device computes them */
-	bool tx_udp_csum_none;              /* send UDP checksum 0 (see port_configure) */
+	bool tx_udp_csum_none;              /* send UDP checksum 0 (see port_choose_offloads) */
 	bool rx_csum;                       /* device reports checksum status */
 
 	struct fdp_lock rx_lock;
@@ -58,7 +58,7 @@ struct fdp_port {
 
 	struct fdp_lock tx_lock;
 	uint16_t ip_id;                     /* tx_lock */
-	struct arp_entry arp[ARP_SLOTS];    /* tx_lock */
+	struct fdp_arp_entry arp[FDP_ARP_SLOTS]; /* tx_lock */
 	uint64_t rng;                       /* tx_lock: fault injection xorshift */
 	bool faults;
 	uint64_t last_tx_tsc;               /* tx_lock: rte_rdtsc() of the last TX (a

@@ -28,11 +28,11 @@ int fdp_port_bind(struct fdp_port *port, struct fdp_ep *ep, uint16_t *udp_port)
 			port->ep_by_port[want] = ep;
 		goto out;
 	}
-	for (i = 0; i < 65536 - EPHEMERAL_FIRST; i++) {
+	for (i = 0; i < 65536 - FDP_EPHEMERAL_FIRST; i++) {
 		want = port->next_ephemeral++;
 		if (port->next_ephemeral == 0)
-			port->next_ephemeral = EPHEMERAL_FIRST;
-		if (want >= EPHEMERAL_FIRST && !port->ep_by_port[want]) {
+			port->next_ephemeral = FDP_EPHEMERAL_FIRST;
+		if (want >= FDP_EPHEMERAL_FIRST && !port->ep_by_port[want]) {
 			port->ep_by_port[want] = ep;
 			*udp_port = htons(want);
 			goto out;

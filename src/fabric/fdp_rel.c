@@ -164,7 +164,7 @@ int fdp_rel_send_frame(struct fdp_rel *rel, struct fdp_rel_peer *p, uint8_t type
 	h.peer_session = htobe32(p->peer_session);
 	h.seq = htobe32(seq);
 	h.una = htobe32(p->snd_una);
-	h.tsval = htobe32(ts_of(now_ns));
+	h.tsval = htobe32(fdp_rel_ts(now_ns));
 	h.tsecr = htobe32(now_ns - p->ts_recent_at_ns <= 2 * rel->cfg.ack_delay_ns ? p->ts_recent : 0);
 	if (acking) {
 		h.hdr.flags |= FDP_REL_F_ACK;
@@ -201,7 +201,7 @@ int fdp_rel_xmit_slot(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t seq,
 
 	/* A retransmission or a full window: the receiver's state is what we
 	 * wait for, so ask for it at once instead of after its ack delay. */
-	if (retx || (s->state & TX_ACKREQ) || p->snd_nxt - p->snd_una >= rel->cfg.window)
+	if (retx || (s->state & FDP_REL_TX_ACKREQ) || p->snd_nxt - p->snd_una >= rel->cfg.window)
 		flags |= FDP_REL_F_ACKREQ;
 	ret = fdp_rel_send_frame(rel, p, FDP_REL_T_DATA, seq, s->uflags, flags,
 			 p->tx_data + (size_t)(seq & rel->mask) * rel->cfg.frame_payload, s->len,
@@ -212,7 +212,7 @@ int fdp_rel_xmit_slot(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t seq,
 		s->first_tx_ns = now_ns ? now_ns : 1;
 	s->last_tx_ns = now_ns;
 	if (retx) {
-		s->state |= TX_RETX;
+		s->state |= FDP_REL_TX_RETX;
 		rel->stats.tx_retx++;
 	} else {
 		rel->stats.tx_data++;
@@ -230,8 +230,8 @@ void fdp_rel_tlp_arm(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_t now_n
 	p->tlp_deadline_ns = 0;
 	if (p->tlp_done || p->srtt_ns == 0 || p->snd_una == p->snd_unsent)
 		return;
-	pto = 2 * p->srtt_ns + REL_CLOCK_G_NS;
-	if (!(p->tx[last & rel->mask].state & TX_ACKREQ))
+	pto = 2 * p->srtt_ns + FDP_REL_CLOCK_G_NS;
+	if (!(p->tx[last & rel->mask].state & FDP_REL_TX_ACKREQ))
 		pto += rel->cfg.ack_delay_ns;
 	if (p->rto_deadline_ns && now_ns + pto >= p->rto_deadline_ns)
 		return;
@@ -267,7 +267,7 @@ void fdp_rel_tx_commit_ext(struct fdp_rel *rel, struct fdp_rel_peer *p, size_t l
 	s->ext = ext_len ? ext : NULL;
 	s->ext_len = (uint16_t)ext_len;
 	s->uflags = uflags;
-	s->state = ack_req ? TX_ACKREQ : 0;
+	s->state = ack_req ? FDP_REL_TX_ACKREQ : 0;
 	p->snd_nxt = seq + 1;
 	p->unreachable = false;
 	if (p->snd_una == seq) {

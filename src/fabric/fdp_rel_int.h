@@ -18,14 +18,14 @@ struct fdp_rel_txslot {
 	uint16_t len;         /* payload bytes in the slot */
 	uint16_t ext_len;     /* ...and at ext */
 	uint8_t uflags;       /* hdr.uflags to send */
-	uint8_t state;        /* enum txslot_state */
+	uint8_t state;        /* enum fdp_rel_txslot_state */
 };
 
-enum txslot_state {
-	TX_SACKED = 1u << 0, /* selectively acked: never retransmit */
-	TX_RETX = 1u << 1,   /* retransmitted at least once (RACK: which copy arrived?) */
-	TX_FR = 1u << 2,     /* fast-retransmitted since the last timeout */
-	TX_ACKREQ = 1u << 3, /* ask for an immediate ack */
+enum fdp_rel_txslot_state {
+	FDP_REL_TX_SACKED = 1u << 0, /* selectively acked: never retransmit */
+	FDP_REL_TX_RETX = 1u << 1,   /* retransmitted at least once (RACK: which copy arrived?) */
+	FDP_REL_TX_FR = 1u << 2,     /* fast-retransmitted since the last timeout */
+	FDP_REL_TX_ACKREQ = 1u << 3, /* ask for an immediate ack */
 };
 
 /* Out-of-order receive slot: payload in peer->rx_data at the same index. */
@@ -37,11 +37,11 @@ struct fdp_rel_rxslot {
 };
 
 /* Clock granularity G of RFC 6298: our clock is nanoseconds, 1 us is ample. */
-#define REL_CLOCK_G_NS 1000u
+#define FDP_REL_CLOCK_G_NS 1000u
 
 
 /* Timestamps: microseconds, never 0 (0 means "nothing to echo"). */
-static inline uint32_t ts_of(uint64_t now_ns)
+static inline uint32_t fdp_rel_ts(uint64_t now_ns)
 {
 	uint32_t ts = (uint32_t)(now_ns / 1000);
 

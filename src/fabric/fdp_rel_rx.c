@@ -37,7 +37,7 @@ static void rtt_sample(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_t r)
 			p->srtt_ns = 1;
 	}
 	var4 = 4 * p->rttvar_ns;
-	rto = p->srtt_ns + (var4 > REL_CLOCK_G_NS ? var4 : REL_CLOCK_G_NS);
+	rto = p->srtt_ns + (var4 > FDP_REL_CLOCK_G_NS ? var4 : FDP_REL_CLOCK_G_NS);
 	if (rto < rel->cfg.rto_min_ns)
 		rto = rel->cfg.rto_min_ns;
 	if (rto > rel->cfg.rto_max_ns)
@@ -51,15 +51,15 @@ static void fast_retx(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t seq,
 {
 	struct fdp_rel_txslot *s = &p->tx[seq & rel->mask];
 
-	if (s->state & TX_SACKED || fdp_seq_le(p->snd_unsent, seq))
+	if (s->state & FDP_REL_TX_SACKED || fdp_seq_le(p->snd_unsent, seq))
 		return;
 	/* again only once an RTO passed, or a frame sent after this copy
 	 * (by more than a reordering window) was delivered: it is lost too */
-	if ((s->state & TX_FR) && now_ns - s->last_tx_ns < p->rto_base_ns &&
+	if ((s->state & FDP_REL_TX_FR) && now_ns - s->last_tx_ns < p->rto_base_ns &&
 	    s->last_tx_ns + p->srtt_ns / 4 >= p->rack_xmit_ns)
 		return;
 	if (fdp_rel_xmit_slot(rel, p, seq, true, now_ns) == 0) {
-		s->state |= TX_FR;
+		s->state |= FDP_REL_TX_FR;
 		rel->stats.tx_fast_retx++;
 	}
 }
@@ -69,7 +69,7 @@ static void fast_retx(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t seq,
  * passed since it was sent (else the ack may be for the original). */
 static void rack_note(struct fdp_rel_peer *p, const struct fdp_rel_txslot *s, uint64_t now_ns)
 {
-	if ((s->state & TX_RETX) && (p->min_rtt_ns == 0 || now_ns - s->last_tx_ns < p->min_rtt_ns))
+	if ((s->state & FDP_REL_TX_RETX) && (p->min_rtt_ns == 0 || now_ns - s->last_tx_ns < p->min_rtt_ns))
 		return;
 	if (s->last_tx_ns > p->rack_xmit_ns)
 		p->rack_xmit_ns = s->last_tx_ns;
@@ -91,7 +91,7 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 	if (tsecr) {
 		/* our own clock echoed: an exact RTT (plus the peer's ack
 		 * delay), whichever copy of whichever frame it answers */
-		uint32_t rtt_us = ts_of(now_ns) - tsecr;
+		uint32_t rtt_us = fdp_rel_ts(now_ns) - tsecr;
 
 		if (rtt_us < 10u * 1000 * 1000) {
 			rtt_sample(rel, p, (uint64_t)rtt_us * 1000 + 500);
@@ -104,7 +104,7 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 			struct fdp_rel_txslot *s = &p->tx[p->snd_una & rel->mask];
 			uint64_t cookie = s->cookie;
 
-			if (!(s->state & TX_SACKED))
+			if (!(s->state & FDP_REL_TX_SACKED))
 				rack_note(p, s, now_ns);
 			s->cookie = 0;
 			p->snd_una++;
@@ -144,9 +144,9 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 			if (off >= inflight)
 				break;
 			s = &p->tx[(p->snd_una + off) & rel->mask];
-			if (!(s->state & TX_SACKED))
+			if (!(s->state & FDP_REL_TX_SACKED))
 				rack_note(p, s, now_ns);
-			s->state |= TX_SACKED;
+			s->state |= FDP_REL_TX_SACKED;
 			top = off + 1;
 		}
 		/* a frame this ack does not cover may have arrived and been
@@ -154,7 +154,7 @@ static void process_ack(struct fdp_rel *rel, struct fdp_rel_peer *p, uint32_t ac
 		 * point) and the window this ack covers tell what is missing */
 		for (uint32_t off = top; off-- > 0 && nholes < FDP_REL_SACK_BITS;) {
 			struct fdp_rel_txslot *s = &p->tx[(p->snd_una + off) & rel->mask];
-			if (s->state & TX_SACKED)
+			if (s->state & FDP_REL_TX_SACKED)
 				above++;
 			else if (off != 0 && off <= sack_base)
 				continue;

@@ -73,7 +73,7 @@ static void on_rto(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_t now_ns)
 	if (p->snd_unsent != p->snd_una)
 		fdp_rel_xmit_slot(rel, p, p->snd_una, true, now_ns);
 	for (uint32_t seq = p->snd_una; seq != p->snd_unsent; seq++)
-		p->tx[seq & rel->mask].state &= (uint8_t)~TX_FR;
+		p->tx[seq & rel->mask].state &= (uint8_t)~FDP_REL_TX_FR;
 	p->dupacks = 0;
 	p->rto_ns = p->rto_ns * 2 > rel->cfg.rto_max_ns ? rel->cfg.rto_max_ns : p->rto_ns * 2;
 	p->rto_deadline_ns = now_ns + p->rto_ns;
@@ -96,7 +96,7 @@ static uint64_t peer_timers(struct fdp_rel *rel, struct fdp_rel_peer *p, uint64_
 
 		p->tlp_deadline_ns = 0;
 		if (!p->tlp_done && p->snd_una != p->snd_unsent &&
-		    !(p->tx[last & rel->mask].state & TX_SACKED) &&
+		    !(p->tx[last & rel->mask].state & FDP_REL_TX_SACKED) &&
 		    fdp_rel_xmit_slot(rel, p, last, true, now_ns) == 0) {
 			p->tlp_done = true;
 			rel->stats.tx_tlp++;
