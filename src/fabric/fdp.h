@@ -1,8 +1,8 @@
 /* fdp.h - internal object framework of the libfabric "dpdk" provider.
  *
  * Everything in src/fabric/ shares this header. It knows nothing of DPDK types
- * (those stay in fdp_port.c / fdp_eal.c) so engines such as fdp_rel.c and
- * fdp_msg.c can include it and be unit-tested without an EAL.
+ * (those stay in fdp_port*.c / fdp_eal*.c) so engines such as fdp_rel*.c and
+ * fdp_msg*.c can include it and be unit-tested without an EAL.
  *
  * Object model (each struct embeds its libfabric fid first, so a fid pointer
  * converts to the provider object with a cast or container_of):
@@ -28,6 +28,7 @@
  *     progress, enable, cancel) and by data-path ops (the class takes it in
  *     its own fi_ops_msg/fi_ops_tagged functions with fdp_lock()).
  *   - cq->lock, eq->lock: leaves; fdp_cq_write() takes it internally.
+ *     A CQ's or counter's wait object (struct fdp_wait) is lock-free.
  *   - port tx lock: a leaf taken inside fdp_tx_frame().
  *   - port ep lock (internal): the list of endpoints whose progress hook
  *     runs; held while hooks run, ordered before ep->lock.
@@ -169,7 +170,7 @@ uint64_t fdp_now_ns(void) FDP_HIDDEN;
 
 /* ---------------------------------------------------------------- objects */
 
-struct fdp_port;   /* opaque: the DPDK port, fdp_port.c */
+struct fdp_port;   /* opaque: the DPDK port, fdp_port_dev.h */
 struct fdp_ep;
 
 struct fdp_fabric {
@@ -227,6 +228,13 @@ int fdp_av_lookup(struct fdp_av *av, fi_addr_t fi_addr, struct sockaddr_in *out)
 /* Reverse lookup by IPv4+UDP port; FI_ADDR_NOTAVAIL when not inserted. */
 fi_addr_t fdp_av_reverse(struct fdp_av *av, const struct sockaddr_in *sa) FDP_HIDDEN;
 
+/* The wait object of a CQ, counter or EQ (fdp_wait.h). */
+struct fdp_wait {
+	int fd;                         /* eventfd, -1 without a wait object */
+	atomic_bool armed;              /* fi_trywait said the reader will sleep
+	                                 * (CQs and counters) */
+};
+
 /* A completion as stored in a CQ ring (superset of every format). */
 struct fdp_cq_slot {
 	struct fi_cq_tagged_entry e;
@@ -248,8 +256,7 @@ struct fdp_cq {
 	struct fdp_cq_slot *ring;       /* protected by lock; grows, never overflows */
 	size_t ring_cap, head, count;   /* protected by lock */
 	struct fdp_cq_err_node *err_head, *err_tail; /* protected by lock */
-	int wait_fd;                    /* eventfd, -1 without a wait object */
-	atomic_bool armed;              /* fi_trywait said the reader will sleep */
+	struct fdp_wait wait;
 	atomic_bool signaled;           /* fi_cq_signal: the next (or current)
 	                                 * fi_cq_sread that finds nothing returns
 	                                 * -FI_EAGAIN at once */
@@ -276,8 +283,7 @@ struct fdp_cntr {
 	atomic_uint_fast64_t value;
 	atomic_uint_fast64_t errors;
 	enum fi_wait_obj wait_obj;
-	int wait_fd;                    /* eventfd, -1 without a wait object */
-	atomic_bool armed;
+	struct fdp_wait wait;
 	atomic_int ref;
 };
 
@@ -291,8 +297,8 @@ struct fdp_eq {
 	struct fdp_fabric *fabric;
 	struct fdp_lock lock;
 	struct fdp_eq_node *head, *tail;       /* protected by lock */
-	struct fdp_eq_node *err_head, *err_tail;
-	int wait_fd;                    /* eventfd, -1 for FI_WAIT_NONE */
+	struct fdp_eq_node *err_head, *err_tail; /* protected by lock */
+	struct fdp_wait wait;           /* never armed */
 };
 
 /* AV insert events (fdp_av.c, on an AV opened with FI_EVENT): one error
@@ -324,7 +330,7 @@ struct fdp_ep_hooks {
 	 * (FI_ADDR_NOTAVAIL if not inserted), src_addr its IPv4+UDP port.
 	 * The memory is valid only during the call (copy what you keep).
 	 * now_ns: fdp_now_ns() read once per received burst (a clock read
-	 * per frame was a tenth of a receiver's cycles).
+	 * per frame costs a tenth of a receiver's cycles).
 	 * Called from whichever thread drives progress. */
 	void (*rx_rdm)(struct fdp_ep *ep, fi_addr_t src,
 		       const struct sockaddr_in *src_addr,
@@ -483,7 +489,7 @@ int fdp_domain_progress(struct fdp_domain *domain) FDP_HIDDEN;
  * 20 ms; the RDM endpoint asks for polls for 30 s after its last traffic),
  * and runs fdp_domain_progress only when no application thread
  * progressed the endpoint within the last 10 ms; with every endpoint idle
- * (UINT64_MAX) it blocks as before. fdp_progress_timers_kick tells a
+ * (UINT64_MAX) it blocks until kicked. fdp_progress_timers_kick tells a
  * blocked thread that ep now has timers pending: call it with ep->lock held
  * (no lost wake-up: the thread raises its flag before it trylocks the
  * endpoints) whenever next_deadline may have become finite; it costs one

@@ -132,39 +132,27 @@ static bool class_matches(const struct fdp_ep_class *cls, const struct fi_info *
 	return true;
 }
 
-static struct fi_info *class_info(const struct fdp_ep_class *cls,
-				  const struct fi_info *hints,
-				  const struct sockaddr_in *src,
-				  const struct sockaddr_in *dest)
+static int class_info_addrs(struct fi_info *fi, const struct sockaddr_in *src,
+			    const struct sockaddr_in *dest)
 {
-	struct fi_info *fi = fi_allocinfo();
-	size_t max_msg = class_max_msg(cls);
-	uint64_t caps = cls->caps;
-	char dom[64];
-
-	if (!fi)
-		return NULL;
-	if (hints && hints->caps)
-		caps = (hints->caps & cls->caps) | (cls->caps & SECONDARY_CAPS);
-	if (caps & (FI_MSG | FI_TAGGED) && !(caps & (FI_SEND | FI_RECV)))
-		caps |= FI_SEND | FI_RECV;
-	fi->caps = caps;
-	fi->mode = cls->mode;
-	fi->addr_format = FI_SOCKADDR_IN;
-
 	fi->src_addr = calloc(1, sizeof(*src));
 	if (!fi->src_addr)
-		goto fail;
+		return -FI_ENOMEM;
 	memcpy(fi->src_addr, src, sizeof(*src));
 	fi->src_addrlen = sizeof(*src);
 	if (dest) {
 		fi->dest_addr = calloc(1, sizeof(*dest));
 		if (!fi->dest_addr)
-			goto fail;
+			return -FI_ENOMEM;
 		memcpy(fi->dest_addr, dest, sizeof(*dest));
 		fi->dest_addrlen = sizeof(*dest);
 	}
+	return 0;
+}
 
+static void class_info_tx_rx(struct fi_info *fi, const struct fdp_ep_class *cls,
+			     uint64_t caps, size_t max_msg)
+{
 	fi->tx_attr->caps = caps & TX_CAPS;
 	fi->tx_attr->mode = cls->mode;
 	fi->tx_attr->op_flags = 0;
@@ -183,7 +171,10 @@ static struct fi_info *class_info(const struct fdp_ep_class *cls,
 	fi->rx_attr->total_buffered_recv = 0;
 	fi->rx_attr->size = cls->rx_size;
 	fi->rx_attr->iov_limit = cls->iov_limit;
+}
 
+static void class_info_ep(struct fi_info *fi, const struct fdp_ep_class *cls, size_t max_msg)
+{
 	fi->ep_attr->type = cls->type;
 	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
 	fi->ep_attr->protocol_version = cls->protocol_version;
@@ -197,9 +188,10 @@ static struct fi_info *class_info(const struct fdp_ep_class *cls,
 		 (1ull << cls->mem_tag_format_bits) - 1) : 0;
 	fi->ep_attr->tx_ctx_cnt = 1;
 	fi->ep_attr->rx_ctx_cnt = 1;
+}
 
-	device_name(dom, sizeof(dom));
-	fi->domain_attr->name = strdup(dom);
+static void class_info_domain(struct fi_info *fi, const struct fi_info *hints)
+{
 	fi->domain_attr->threading = hints && hints->domain_attr &&
 		hints->domain_attr->threading != FI_THREAD_UNSPEC ?
 		hints->domain_attr->threading : FI_THREAD_SAFE;
@@ -227,7 +219,34 @@ static struct fi_info *class_info(const struct fdp_ep_class *cls,
 	fi->domain_attr->caps = DOMAIN_CAPS;
 	fi->domain_attr->mode = 0;
 	fi->domain_attr->mr_cnt = 65536;
+}
 
+static struct fi_info *class_info(const struct fdp_ep_class *cls,
+				  const struct fi_info *hints,
+				  const struct sockaddr_in *src,
+				  const struct sockaddr_in *dest)
+{
+	struct fi_info *fi = fi_allocinfo();
+	size_t max_msg = class_max_msg(cls);
+	uint64_t caps = cls->caps;
+	char dom[64];
+
+	if (!fi)
+		return NULL;
+	if (hints && hints->caps)
+		caps = (hints->caps & cls->caps) | (cls->caps & SECONDARY_CAPS);
+	if (caps & (FI_MSG | FI_TAGGED) && !(caps & (FI_SEND | FI_RECV)))
+		caps |= FI_SEND | FI_RECV;
+	fi->caps = caps;
+	fi->mode = cls->mode;
+	fi->addr_format = FI_SOCKADDR_IN;
+	if (class_info_addrs(fi, src, dest))
+		goto fail;
+	class_info_tx_rx(fi, cls, caps, max_msg);
+	class_info_ep(fi, cls, max_msg);
+	device_name(dom, sizeof(dom));
+	fi->domain_attr->name = strdup(dom);
+	class_info_domain(fi, hints);
 	fi->fabric_attr->name = strdup(FDP_PROV_NAME);
 	fi->fabric_attr->prov_version = FDP_PROV_VERSION;
 	fi->fabric_attr->api_version = FDP_FI_VERSION;

@@ -4,27 +4,16 @@
 
 #include "fabric/fdp.h"
 #include "fabric/fdp_enosys.h"
-#include "fabric/fdp_port.h"
+#include "fabric/fdp_wait.h"
 
-#include <errno.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <sys/eventfd.h>
 
 static void cntr_wake(struct fdp_cntr *cntr)
 {
-	uint64_t one = 1;
-	ssize_t n;
-
-	if (atomic_load_explicit(&cntr->armed, memory_order_relaxed) &&
-	    atomic_exchange(&cntr->armed, false)) {
-		fdp_port_waiter_del(cntr->domain->port);
-		n = write(cntr->wait_fd, &one, sizeof(one));
-		(void)n;
-	}
+	if (fdp_wait_disarm(&cntr->wait, cntr->domain->port))
+		fdp_wait_signal(&cntr->wait);
 }
 
 void fdp_cntr_inc(struct fdp_cntr *cntr)
@@ -45,16 +34,10 @@ void fdp_cntr_inc_err(struct fdp_cntr *cntr)
 
 int fdp_cntr_trywait(struct fdp_cntr *cntr)
 {
-	uint64_t v;
-	ssize_t n;
-
-	if (cntr->wait_fd < 0)
+	if (cntr->wait.fd < 0)
 		return -FI_EINVAL;
 	fdp_domain_progress(cntr->domain);
-	n = read(cntr->wait_fd, &v, sizeof(v));
-	(void)n;
-	if (!atomic_exchange(&cntr->armed, true))
-		fdp_port_waiter_add(cntr->domain->port);
+	fdp_wait_arm(&cntr->wait, cntr->domain->port);
 	return 0;
 }
 
@@ -125,9 +108,9 @@ static int cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 		now = fdp_now_ns();
 		if (now >= deadline)
 			return -FI_ETIMEDOUT;
-		if (cntr->wait_fd >= 0 && now - start > 20000 &&
+		if (cntr->wait.fd >= 0 && now - start > 20000 &&
 		    fdp_cntr_trywait(cntr) == 0) {
-			struct pollfd pfd = {.fd = cntr->wait_fd, .events = POLLIN};
+			struct pollfd pfd = {.fd = cntr->wait.fd, .events = POLLIN};
 
 			/* re-check after arming: an increment may have raced */
 			if (atomic_load(&cntr->value) < threshold)
@@ -144,27 +127,17 @@ static int cntr_close(struct fid *fid)
 
 	if (atomic_load(&cntr->ref))
 		return -FI_EBUSY;
-	if (atomic_exchange(&cntr->armed, false))
-		fdp_port_waiter_del(cntr->domain->port);
-	if (cntr->wait_fd >= 0)
-		close(cntr->wait_fd);
+	fdp_wait_close(&cntr->wait, cntr->domain->port);
 	atomic_fetch_sub(&cntr->domain->ref, 1);
 	free(cntr);
 	return 0;
-}
-
-static int cntr_control(struct fid *fid, int command, void *arg)
-{
-	struct fdp_cntr *cntr = container_of(fid, struct fdp_cntr, cntr_fid.fid);
-
-	return fdp_wait_control(cntr->wait_fd, command, arg);
 }
 
 static const struct fi_ops cntr_fid_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = cntr_close,
 	.bind = fdp_enosys_bind,
-	.control = cntr_control,
+	.control = fdp_wait_fid_control,
 	.ops_open = fdp_enosys_ops_open,
 	.tostr = NULL,
 	.ops_set = NULL,
@@ -189,23 +162,17 @@ int fdp_cntr_open(struct fid_domain *domain_fid, struct fi_cntr_attr *attr,
 
 	if (attr && attr->events != FI_CNTR_EVENTS_COMP)
 		return -FI_ENOSYS;
-	if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
-	    attr->wait_obj != FI_WAIT_FD && attr->wait_obj != FI_WAIT_YIELD)
+	if (attr && !fdp_wait_obj_supported(attr->wait_obj))
 		return -FI_ENOSYS;
 	cntr = calloc(1, sizeof(*cntr));
 	if (!cntr)
 		return -FI_ENOMEM;
-	cntr->wait_fd = -1;
-	if (!attr || attr->wait_obj == FI_WAIT_FD || attr->wait_obj == FI_WAIT_UNSPEC) {
-		cntr->wait_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (cntr->wait_fd < 0) {
-			FDP_WARN(FI_LOG_CNTR, "eventfd: %s\n", strerror(errno));
-			free(cntr);
-			return -FI_EMFILE;
-		}
+	cntr->wait_obj = attr ? attr->wait_obj : FI_WAIT_UNSPEC;
+	if (fdp_wait_open(&cntr->wait, cntr->wait_obj, FI_LOG_CNTR)) {
+		free(cntr);
+		return -FI_EMFILE;
 	}
 	cntr->domain = domain;
-	cntr->wait_obj = attr ? attr->wait_obj : FI_WAIT_UNSPEC;
 	cntr->cntr_fid.fid.fclass = FI_CLASS_CNTR;
 	cntr->cntr_fid.fid.context = context;
 	cntr->cntr_fid.fid.ops = (struct fi_ops *)&cntr_fid_ops;

@@ -4,15 +4,13 @@
 
 #include "fabric/fdp.h"
 #include "fabric/fdp_enosys.h"
-#include "fabric/fdp_port.h"
+#include "fabric/fdp_wait.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/eventfd.h>
 
 #define CQ_DEFAULT_SIZE 1024
 #define SREAD_SPIN_NS (20ull * 1000)
@@ -33,35 +31,6 @@ static size_t format_size(enum fi_cq_format f)
 	}
 }
 
-static void wake(int fd)
-{
-	uint64_t one = 1;
-	ssize_t n;
-
-	n = write(fd, &one, sizeof(one));
-	(void)n; /* a full eventfd counter is already a wake-up */
-}
-
-static void drain(int fd)
-{
-	uint64_t v;
-	ssize_t n;
-
-	n = read(fd, &v, sizeof(v));
-	(void)n;
-}
-
-/* cq->lock held; true if the reader must be woken */
-static bool disarm_locked(struct fdp_cq *cq)
-{
-	if (atomic_load_explicit(&cq->armed, memory_order_relaxed) &&
-	    atomic_exchange(&cq->armed, false)) {
-		fdp_port_waiter_del(cq->domain->port);
-		return true;
-	}
-	return false;
-}
-
 static bool ring_grow(struct fdp_cq *cq)
 {
 	size_t cap = cq->ring_cap * 2, i;
@@ -78,11 +47,20 @@ static bool ring_grow(struct fdp_cq *cq)
 	return true;
 }
 
+/* After an append: release cq->lock and wake a reader fi_trywait armed. */
+static void unlock_and_wake(struct fdp_cq *cq)
+{
+	bool wake_reader = fdp_wait_disarm(&cq->wait, cq->domain->port);
+
+	fdp_unlock(&cq->lock);
+	if (wake_reader)
+		fdp_wait_signal(&cq->wait);
+}
+
 void fdp_cq_write(struct fdp_cq *cq, void *context, uint64_t flags, size_t len,
 		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	struct fdp_cq_slot *s;
-	bool wake_reader;
 
 	fdp_lock(&cq->lock);
 	if (cq->count == cq->ring_cap && !ring_grow(cq)) {
@@ -99,10 +77,7 @@ void fdp_cq_write(struct fdp_cq *cq, void *context, uint64_t flags, size_t len,
 	s->e.tag = tag;
 	s->src = src;
 	__atomic_store_n(&cq->count, cq->count + 1, __ATOMIC_RELEASE);
-	wake_reader = disarm_locked(cq);
-	fdp_unlock(&cq->lock);
-	if (wake_reader)
-		wake(cq->wait_fd);
+	unlock_and_wake(cq);
 }
 
 void fdp_cq_write_err(struct fdp_cq *cq, void *context, uint64_t flags, int err,
@@ -110,7 +85,6 @@ void fdp_cq_write_err(struct fdp_cq *cq, void *context, uint64_t flags, int err,
 		      uint64_t tag, size_t olen)
 {
 	struct fdp_cq_err_node *n = calloc(1, sizeof(*n));
-	bool wake_reader;
 
 	if (!n) {
 		FDP_WARN(FI_LOG_CQ, "out of memory: error completion lost\n");
@@ -131,10 +105,7 @@ void fdp_cq_write_err(struct fdp_cq *cq, void *context, uint64_t flags, int err,
 	else
 		__atomic_store_n(&cq->err_head, n, __ATOMIC_RELEASE);
 	cq->err_tail = n;
-	wake_reader = disarm_locked(cq);
-	fdp_unlock(&cq->lock);
-	if (wake_reader)
-		wake(cq->wait_fd);
+	unlock_and_wake(cq);
 }
 
 static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
@@ -153,9 +124,9 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	fdp_lock(&cq->lock);
 	/* A read leaves the CQ armed: another thread may sleep on the wait fd
 	 * after its fi_trywait, and only the next completion (fdp_cq_write,
-	 * which disarms and signals) may end that sleep. Disarming here lost
-	 * its wake-up and stopped the progress thread: a multi-threaded
-	 * application (one thread reading, another asleep in poll) stalled. */
+	 * which disarms and signals) may end that sleep. Disarming here would
+	 * lose its wake-up and stop the progress thread: a multi-threaded
+	 * application (one thread reading, another asleep in poll) would stall. */
 	n = cq->count < count ? cq->count : count;
 	for (i = 0; i < n; i++) {
 		struct fdp_cq_slot *s = &cq->ring[cq->head];
@@ -211,17 +182,14 @@ int fdp_cq_trywait(struct fdp_cq *cq)
 {
 	int ret = 0;
 
-	if (cq->wait_fd < 0)
+	if (cq->wait.fd < 0)
 		return -FI_EINVAL;
 	fdp_domain_progress(cq->domain);
 	fdp_lock(&cq->lock);
-	if (cq->count || cq->err_head) {
+	if (cq->count || cq->err_head)
 		ret = -FI_EAGAIN;
-	} else {
-		drain(cq->wait_fd);
-		if (!atomic_exchange(&cq->armed, true))
-			fdp_port_waiter_add(cq->domain->port);
-	}
+	else
+		fdp_wait_arm(&cq->wait, cq->domain->port);
 	fdp_unlock(&cq->lock);
 	return ret;
 }
@@ -249,7 +217,7 @@ static ssize_t cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 		now = fdp_now_ns();
 		if (now >= deadline)
 			return -FI_EAGAIN;
-		if (now - start < SREAD_SPIN_NS || cq->wait_fd < 0) {
+		if (now - start < SREAD_SPIN_NS || cq->wait.fd < 0) {
 			sched_yield();
 			continue;
 		}
@@ -257,7 +225,7 @@ static ssize_t cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 		 * wake-up: look at the flag after it (a signal raised later
 		 * writes the fd again, after the drain, and ends the poll) */
 		if (fdp_cq_trywait(cq) == 0) {
-			struct pollfd pfd = {.fd = cq->wait_fd, .events = POLLIN};
+			struct pollfd pfd = {.fd = cq->wait.fd, .events = POLLIN};
 			int ms = deadline == UINT64_MAX ? -1 :
 				 (int)((deadline - now + 999999) / 1000000);
 
@@ -280,24 +248,16 @@ static int cq_signal(struct fid_cq *cq_fid)
 	struct fdp_cq *cq = container_of(cq_fid, struct fdp_cq, cq_fid);
 
 	atomic_store(&cq->signaled, true);
-	if (cq->wait_fd >= 0)
-		wake(cq->wait_fd);
+	fdp_wait_signal(&cq->wait);
 	return 0;
 }
 
 static const char *cq_strerror(struct fid_cq *cq_fid, int prov_errno,
 			       const void *err_data, char *buf, size_t len)
 {
-	const char *s = fi_strerror(prov_errno);
-
 	(void)cq_fid;
 	(void)err_data;
-	if (buf && len) {
-		strncpy(buf, s, len - 1);
-		buf[len - 1] = '\0';
-		return buf;
-	}
-	return s;
+	return fdp_wait_strerror(prov_errno, buf, len);
 }
 
 static int cq_close(struct fid *fid)
@@ -307,14 +267,11 @@ static int cq_close(struct fid *fid)
 
 	if (atomic_load(&cq->ref))
 		return -FI_EBUSY;
-	if (atomic_exchange(&cq->armed, false))
-		fdp_port_waiter_del(cq->domain->port);
+	fdp_wait_close(&cq->wait, cq->domain->port);
 	while ((n = cq->err_head)) {
 		cq->err_head = n->next;
 		free(n);
 	}
-	if (cq->wait_fd >= 0)
-		close(cq->wait_fd);
 	atomic_fetch_sub(&cq->domain->ref, 1);
 	fdp_lock_destroy(&cq->lock);
 	free(cq->ring);
@@ -322,18 +279,11 @@ static int cq_close(struct fid *fid)
 	return 0;
 }
 
-static int cq_control(struct fid *fid, int command, void *arg)
-{
-	struct fdp_cq *cq = container_of(fid, struct fdp_cq, cq_fid.fid);
-
-	return fdp_wait_control(cq->wait_fd, command, arg);
-}
-
 static const struct fi_ops cq_fid_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = cq_close,
 	.bind = fdp_enosys_bind,
-	.control = cq_control,
+	.control = fdp_wait_fid_control,
 	.ops_open = fdp_enosys_ops_open,
 	.tostr = NULL,
 	.ops_set = NULL,
@@ -364,13 +314,7 @@ int fdp_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
 			 (int)attr->format);
 		return -FI_ENOSYS;
 	}
-	switch (attr->wait_obj) {
-	case FI_WAIT_NONE:
-	case FI_WAIT_UNSPEC:
-	case FI_WAIT_FD:
-	case FI_WAIT_YIELD:
-		break;
-	default:
+	if (!fdp_wait_obj_supported(attr->wait_obj)) {
 		FDP_WARN(FI_LOG_CQ, "CQ wait object %d not supported (FI_WAIT_FD is)\n",
 			 (int)attr->wait_obj);
 		return -FI_ENOSYS;
@@ -386,15 +330,10 @@ int fdp_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
 		free(cq);
 		return -FI_ENOMEM;
 	}
-	cq->wait_fd = -1;
-	if (attr->wait_obj == FI_WAIT_FD || attr->wait_obj == FI_WAIT_UNSPEC) {
-		cq->wait_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (cq->wait_fd < 0) {
-			FDP_WARN(FI_LOG_CQ, "eventfd: %s\n", strerror(errno));
-			free(cq->ring);
-			free(cq);
-			return -FI_EMFILE;
-		}
+	if (fdp_wait_open(&cq->wait, attr->wait_obj, FI_LOG_CQ)) {
+		free(cq->ring);
+		free(cq);
+		return -FI_EMFILE;
 	}
 	cq->domain = domain;
 	cq->format = format;

@@ -59,7 +59,7 @@ static bool eal_wait_logged;   /* fi_fabric's wait for an early start was said *
 static uint16_t eal_port_id;
 static FILE *eal_log_stream;
 static atomic_bool eal_log_off;  /* set at cleanup: DPDK lines are dropped */
-static atomic_bool eal_stopped;  /* set at cleanup: threads no longer unregister */
+static atomic_bool eal_stopped;  /* set at cleanup: exiting threads skip unregistering */
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t thread_key;
 static bool thread_key_ok;
@@ -119,35 +119,30 @@ static ssize_t log_write(void *cookie, const char *buf, size_t size)
 	return (ssize_t)size;
 }
 
-static bool hugepages_free(void)
+/* The number a /proc or /sys file holds; -1 if it cannot be read. */
+static long read_number(const char *path)
 {
 	char buf[32];
-	long total = 0, freep = 0;
-	int fd;
 	ssize_t n;
+	int fd;
 
-	fd = open("/proc/sys/vm/nr_hugepages", O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return false;
+		return -1;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return false;
+		return -1;
 	buf[n] = '\0';
-	total = strtol(buf, NULL, 10);
-	if (total <= 0)
+	return strtol(buf, NULL, 10);
+}
+
+static bool hugepages_free(void)
+{
+	if (read_number("/proc/sys/vm/nr_hugepages") <= 0)
 		return false;
-	fd = open("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages",
-		  O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	freep = strtol(buf, NULL, 10);
-	return freep >= 32; /* 64 MB worth of 2 MB pages */
+	/* 64 MB worth of 2 MB pages */
+	return read_number("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages") >= 32;
 }
 
 /* A vdev spec ("net_memif0,role=..."), else a PCI address to allow-list. */
@@ -281,18 +276,8 @@ static int find_port(void)
 	return 0;
 }
 
-static int eal_start_locked(void)
+static int check_params(void)
 {
-	struct eal_argv a = {.argc = 0};
-	struct sigaction *old_sa;
-	cpu_set_t cpus;
-	sigset_t mask, eal_mask;
-	bool have_cpus;
-	struct fdp_quiet quiet;
-	char reason[256];
-	int ret, sig, err;
-	char *argv_copy[FDP_EAL_MAX_ARGS + 1];
-
 	if (!fdp_params.device) {
 		FDP_WARN(FI_LOG_CORE, "FI_DPDK_DEVICE is not set\n");
 		return -FI_ENODEV;
@@ -308,36 +293,80 @@ static int eal_start_locked(void)
 			 v ? v : "?");
 		return -FI_EINVAL;
 	}
-	fdp_files_reclaim(fdp_params.device);
-	ret = build_argv(&a);
-	if (ret) {
-		argv_free(&a);
-		return ret;
-	}
+	return 0;
+}
 
-	old_sa = calloc(NSIG, sizeof(*old_sa));
-	if (!old_sa) {
-		argv_free(&a);
+/* What rte_eal_init changes in the calling thread and the process and the
+ * application must find as it was: signal handlers, the signal mask, the
+ * CPU affinity. */
+struct thread_state {
+	struct sigaction *sa;   /* NSIG entries */
+	sigset_t mask;
+	cpu_set_t cpus;
+	bool have_cpus;
+};
+
+static int thread_state_save(struct thread_state *ts)
+{
+	int sig;
+
+	ts->sa = calloc(NSIG, sizeof(*ts->sa));
+	if (!ts->sa)
 		return -FI_ENOMEM;
-	}
 	for (sig = 1; sig < NSIG; sig++)
-		sigaction(sig, NULL, &old_sa[sig]);
-	pthread_sigmask(SIG_SETMASK, NULL, &mask);
-	have_cpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0;
+		sigaction(sig, NULL, &ts->sa[sig]);
+	pthread_sigmask(SIG_SETMASK, NULL, &ts->mask);
+	ts->have_cpus = sched_getaffinity(0, sizeof(ts->cpus), &ts->cpus) == 0;
+	return 0;
+}
 
-	if (!eal_log_stream) {
-		cookie_io_functions_t io = {.write = log_write};
+static void thread_state_restore(struct thread_state *ts)
+{
+	int sig;
 
-		eal_log_stream = fopencookie(NULL, "w", io);
-		if (eal_log_stream) {
-			setvbuf(eal_log_stream, NULL, _IOLBF, 0);
-			rte_openlog_stream(eal_log_stream);
-		}
+	if (ts->have_cpus)
+		sched_setaffinity(0, sizeof(ts->cpus), &ts->cpus);
+	pthread_sigmask(SIG_SETMASK, &ts->mask, NULL);
+	for (sig = 1; sig < NSIG; sig++) {
+		struct sigaction now;
+
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		if (sigaction(sig, NULL, &now) == 0 &&
+		    (now.sa_handler != ts->sa[sig].sa_handler ||
+		     now.sa_flags != ts->sa[sig].sa_flags))
+			sigaction(sig, &ts->sa[sig], NULL);
 	}
+	free(ts->sa);
+	ts->sa = NULL;
+}
+
+static void log_stream_open(void)
+{
+	cookie_io_functions_t io = {.write = log_write};
+
+	if (eal_log_stream)
+		return;
+	eal_log_stream = fopencookie(NULL, "w", io);
+	if (eal_log_stream) {
+		setvbuf(eal_log_stream, NULL, _IOLBF, 0);
+		rte_openlog_stream(eal_log_stream);
+	}
+}
+
+/* rte_eal_init with DPDK's own output caught and its threads' signals
+ * blocked. Returns its result; *err is rte_errno, reason what DPDK printed
+ * (getopt's complaint). */
+static int eal_init_quiet(struct eal_argv *a, int *err, char *reason, size_t reason_len)
+{
+	char *argv_copy[FDP_EAL_MAX_ARGS + 1];
+	struct fdp_quiet quiet;
+	sigset_t eal_mask;
+	int ret;
 
 	/* rte_eal_init may permute argv; keep our pointers to free them */
-	memcpy(argv_copy, a.argv, sizeof(char *) * (size_t)a.argc);
-	argv_copy[a.argc] = NULL;
+	memcpy(argv_copy, a->argv, sizeof(char *) * (size_t)a->argc);
+	argv_copy[a->argc] = NULL;
 	/* DPDK prints on the application's stdout and stderr when it fails
 	 * (its usage, getopt's complaint, "EAL: FATAL"): caught, see
 	 * fdp_eal_quiet.c; getopt's complaint becomes our warning's reason */
@@ -355,48 +384,60 @@ static int eal_start_locked(void)
 	sigdelset(&eal_mask, SIGFPE);
 	sigdelset(&eal_mask, SIGILL);
 	pthread_sigmask(SIG_SETMASK, &eal_mask, NULL);
-	ret = rte_eal_init(a.argc, argv_copy);
-	err = rte_errno;
-	fdp_quiet_end(&quiet, EAL_PROG, reason, sizeof(reason));
+	ret = rte_eal_init(a->argc, argv_copy);
+	*err = rte_errno;
+	fdp_quiet_end(&quiet, EAL_PROG, reason, reason_len);
+	return ret;
+}
 
-	if (have_cpus)
-		sched_setaffinity(0, sizeof(cpus), &cpus);
-	pthread_sigmask(SIG_SETMASK, &mask, NULL);
-	for (sig = 1; sig < NSIG; sig++) {
-		struct sigaction now;
+/* The application runs DPDK itself: share its EAL and hot-plug our device
+ * into it. */
+static int eal_join_running(void)
+{
+	int ret;
 
-		if (sig == SIGKILL || sig == SIGSTOP)
-			continue;
-		if (sigaction(sig, NULL, &now) == 0 &&
-		    (now.sa_handler != old_sa[sig].sa_handler ||
-		     now.sa_flags != old_sa[sig].sa_flags))
-			sigaction(sig, &old_sa[sig], NULL);
+	FDP_INFO(FI_LOG_CORE, "EAL already running in this process; probing %s\n",
+		 fdp_params.device);
+	ret = rte_dev_probe(fdp_params.devargs);
+	if (ret < 0 && ret != -EEXIST) {
+		FDP_WARN(FI_LOG_CORE, "FI_DPDK_DEVICE=%s: rte_dev_probe: %s\n",
+			 fdp_params.device, rte_strerror(-ret));
+		return -FI_ENODEV;
 	}
-	free(old_sa);
+	return find_port();
+}
 
-	if (ret < 0 && err == EALREADY) {
-		/* The application runs DPDK itself: share its EAL and hot-plug
-		 * our device into it. */
-		FDP_INFO(FI_LOG_CORE, "EAL already running in this process; probing %s\n",
-			 fdp_params.device);
-		ret = rte_dev_probe(fdp_params.devargs);
+static int eal_start_locked(void)
+{
+	struct eal_argv a = {.argc = 0};
+	struct thread_state ts;
+	char reason[256];
+	int ret, err;
+
+	ret = check_params();
+	if (ret)
+		return ret;
+	fdp_files_reclaim(fdp_params.device);
+	ret = build_argv(&a);
+	if (ret == 0)
+		ret = thread_state_save(&ts);
+	if (ret) {
 		argv_free(&a);
-		if (ret < 0 && ret != -EEXIST) {
-			FDP_WARN(FI_LOG_CORE, "FI_DPDK_DEVICE=%s: rte_dev_probe: %s\n",
-				 fdp_params.device, rte_strerror(-ret));
-			return -FI_ENODEV;
-		}
-		return find_port();
+		return ret;
 	}
+	log_stream_open();
+	ret = eal_init_quiet(&a, &err, reason, sizeof(reason));
+	thread_state_restore(&ts);
+	argv_free(&a);
+	if (ret < 0 && err == EALREADY)
+		return eal_join_running();
 	if (ret < 0) {
 		FDP_WARN(FI_LOG_CORE,
 			 "rte_eal_init failed (%s%s%s) for FI_DPDK_DEVICE=%s FI_DPDK_EAL_ARGS=%s\n",
 			 rte_strerror(err), reason[0] ? ": " : "", reason, fdp_params.device,
 			 fdp_params.eal_args ? fdp_params.eal_args : "");
-		argv_free(&a);
 		return err == EINVAL ? -FI_EINVAL : -FI_ENODEV;
 	}
-	argv_free(&a);
 	eal_ours = true;
 	fdp_files_runtime_dir_remove();
 	return find_port();
@@ -559,9 +600,9 @@ static void close_port_now(uint16_t port)
  * alarm: that thread also runs net_memif's control channel, and a memif
  * whose peer hangs up is disconnected there (memif_disconnect). Stopped from
  * another thread at that instant, both would run memif_disconnect at once:
- * only its control-channel part is locked, so the shared regions were freed
- * twice (DPDK 22.11; heap corruption, SIGSEGV in rte_free at exit, seen when
- * both processes of a pair exit together). On one thread the two are
+ * only its control-channel part is locked, so the shared regions are freed
+ * twice (DPDK 22.11: heap corruption, SIGSEGV in rte_free at exit when both
+ * processes of a pair exit together). On one thread the two are
  * serialised. The caller waits for the alarm (bounded); an interrupt thread
  * that does not run it in time has the alarm cancelled and the port closed
  * here. */

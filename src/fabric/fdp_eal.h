@@ -12,7 +12,7 @@
 int fdp_eal_start(void) FDP_HIDDEN;
 /* From fi_prov_ini, when the provider is configured (device, IP, MTU valid)
  * and FI_DPDK_EAL_EARLY is not 0: run fdp_eal_start's work on a thread of
- * its own now (born with every signal blocked), so that the EAL's ~0.15 s
+ * its own at once (born with every signal blocked), so that the EAL's ~0.15 s
  * (PMD plugins, TSC calibration) overlaps what libfabric does after loading
  * us (other providers' start-up, fi_getinfo); fdp_eal_start then waits for
  * it and returns its result, and its failure line is the same. A process
@@ -34,9 +34,9 @@ bool fdp_eal_foreign(void) FDP_HIDDEN;
  * and frees, ours and the PMD's, go through a per-lcore mempool cache
  * instead of the pool's shared ring: a ring operation per frame, with a
  * second thread of the process (progress thread, application threads) on
- * the same ring, was a fifth of a receiver's cycles. A thread that cannot
- * get one (more than RTE_MAX_LCORE threads, a forked child) works as
- * before, uncached. Afterwards: one thread-local load. */
+ * the same ring, costs a fifth of a receiver's cycles. A thread that cannot
+ * get one (more than RTE_MAX_LCORE threads, a forked child) works
+ * uncached. Afterwards: one thread-local load. */
 extern __thread bool fdp_eal_thread_ready FDP_HIDDEN;
 void fdp_eal_thread_slow(void) FDP_HIDDEN;
 static inline void fdp_eal_thread(void)

@@ -245,19 +245,3 @@ int fdp_enosys_ops_open(struct fid *fid, const char *name, uint64_t flags, void 
 	(void)fid; (void)name; (void)flags; (void)ops; (void)context;
 	return -FI_ENOSYS;
 }
-
-int fdp_wait_control(int wait_fd, int command, void *arg)
-{
-	switch (command) {
-	case FI_GETWAIT:
-		if (wait_fd < 0)
-			return -FI_ENODATA;
-		*(int *)arg = wait_fd;
-		return 0;
-	case FI_GETWAITOBJ:
-		*(enum fi_wait_obj *)arg = wait_fd >= 0 ? FI_WAIT_FD : FI_WAIT_NONE;
-		return 0;
-	default:
-		return -FI_ENOSYS;
-	}
-}

@@ -20,8 +20,4 @@ int fdp_enosys_bind(struct fid *fid, struct fid *bfid, uint64_t flags) FDP_HIDDE
 int fdp_enosys_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
 			void *context) FDP_HIDDEN;
 
-/* fi_control of an object whose wait object is wait_fd (-1: none): FI_GETWAIT,
- * FI_GETWAITOBJ; anything else -FI_ENOSYS. */
-int fdp_wait_control(int wait_fd, int command, void *arg) FDP_HIDDEN;
-
 #endif /* FDP_ENOSYS_H */

@@ -5,13 +5,12 @@
 
 #include "fabric/fdp.h"
 #include "fabric/fdp_enosys.h"
+#include "fabric/fdp_wait.h"
 
-#include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/eventfd.h>
 
 struct fdp_eq_node {
 	struct fdp_eq_node *next;
@@ -23,9 +22,6 @@ struct fdp_eq_node {
 
 static void eq_push(struct fdp_eq *eq, struct fdp_eq_node *n, bool is_err)
 {
-	uint64_t one = 1;
-	ssize_t w;
-
 	fdp_lock(&eq->lock);
 	if (is_err) {
 		if (eq->err_tail)
@@ -41,10 +37,7 @@ static void eq_push(struct fdp_eq *eq, struct fdp_eq_node *n, bool is_err)
 		eq->tail = n;
 	}
 	fdp_unlock(&eq->lock);
-	if (eq->wait_fd >= 0) {
-		w = write(eq->wait_fd, &one, sizeof(one));
-		(void)w;
-	}
+	fdp_wait_signal(&eq->wait);
 }
 
 static ssize_t eq_write(struct fid_eq *eq_fid, uint32_t event, const void *buf,
@@ -134,7 +127,6 @@ static ssize_t eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 	uint64_t deadline = timeout < 0 ? UINT64_MAX :
 			    fdp_now_ns() + (uint64_t)timeout * 1000000ull;
 	ssize_t ret;
-	uint64_t v;
 
 	for (;;) {
 		ret = eq_read(eq_fid, event, buf, len, flags);
@@ -142,13 +134,11 @@ static ssize_t eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 			return ret;
 		if (fdp_now_ns() >= deadline)
 			return -FI_EAGAIN;
-		if (eq->wait_fd >= 0) {
-			struct pollfd pfd = {.fd = eq->wait_fd, .events = POLLIN};
+		if (eq->wait.fd >= 0) {
+			struct pollfd pfd = {.fd = eq->wait.fd, .events = POLLIN};
 
-			if (poll(&pfd, 1, 10) > 0) {
-				ret = read(eq->wait_fd, &v, sizeof(v));
-				(void)ret;
-			}
+			if (poll(&pfd, 1, 10) > 0)
+				fdp_wait_drain(&eq->wait);
 		} else {
 			usleep(100);
 		}
@@ -158,16 +148,9 @@ static ssize_t eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 static const char *eq_strerror(struct fid_eq *eq_fid, int prov_errno,
 			       const void *err_data, char *buf, size_t len)
 {
-	const char *s = fi_strerror(prov_errno);
-
 	(void)eq_fid;
 	(void)err_data;
-	if (buf && len) {
-		strncpy(buf, s, len - 1);
-		buf[len - 1] = '\0';
-		return buf;
-	}
-	return s;
+	return fdp_wait_strerror(prov_errno, buf, len);
 }
 
 static int eq_close(struct fid *fid)
@@ -183,26 +166,18 @@ static int eq_close(struct fid *fid)
 		eq->err_head = n->next;
 		free(n);
 	}
-	if (eq->wait_fd >= 0)
-		close(eq->wait_fd);
+	fdp_wait_close(&eq->wait, NULL);
 	atomic_fetch_sub(&eq->fabric->ref, 1);
 	fdp_lock_destroy(&eq->lock);
 	free(eq);
 	return 0;
 }
 
-static int eq_control(struct fid *fid, int command, void *arg)
-{
-	struct fdp_eq *eq = container_of(fid, struct fdp_eq, eq_fid.fid);
-
-	return fdp_wait_control(eq->wait_fd, command, arg);
-}
-
 static const struct fi_ops eq_fid_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = eq_close,
 	.bind = fdp_enosys_bind,
-	.control = eq_control,
+	.control = fdp_wait_fid_control,
 	.ops_open = fdp_enosys_ops_open,
 	.tostr = NULL,
 	.ops_set = NULL,
@@ -246,25 +221,14 @@ int fdp_eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr,
 	struct fdp_fabric *fabric = container_of(fabric_fid, struct fdp_fabric, fabric_fid);
 	struct fdp_eq *eq;
 
-	switch (attr->wait_obj) {
-	case FI_WAIT_NONE:
-	case FI_WAIT_UNSPEC:
-	case FI_WAIT_FD:
-	case FI_WAIT_YIELD:
-		break;
-	default:
+	if (!fdp_wait_obj_supported(attr->wait_obj))
 		return -FI_ENOSYS;
-	}
 	eq = calloc(1, sizeof(*eq));
 	if (!eq)
 		return -FI_ENOMEM;
-	eq->wait_fd = -1;
-	if (attr->wait_obj == FI_WAIT_FD || attr->wait_obj == FI_WAIT_UNSPEC) {
-		eq->wait_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (eq->wait_fd < 0) {
-			free(eq);
-			return -FI_EMFILE;
-		}
+	if (fdp_wait_open(&eq->wait, attr->wait_obj, FI_LOG_EQ)) {
+		free(eq);
+		return -FI_EMFILE;
 	}
 	eq->fabric = fabric;
 	fdp_lock_init(&eq->lock);

@@ -1,6 +1,6 @@
 /* fdp_port.h - the process's DPDK port: queues, ARP, frame TX/RX, endpoint
  * demultiplexing by UDP port, fault injection and the progress thread
- * (fdp_port.c, fdp_progress.c). DPDK-free interface. */
+ * (fdp_port*.c, fdp_progress.c). DPDK-free interface. */
 #ifndef FDP_PORT_H
 #define FDP_PORT_H
 
@@ -40,6 +40,9 @@ void fdp_port_waiter_del(struct fdp_port *port) FDP_HIDDEN;
 /* Progress thread lifetime (fdp_progress.c). */
 int fdp_progress_start(struct fdp_port *port) FDP_HIDDEN;
 void fdp_progress_stop(struct fdp_port *port) FDP_HIDDEN;
+/* The port's slot for the progress thread's state (fdp_progress.c). */
+struct fdp_progress;
+struct fdp_progress **fdp_port_progress_slot(struct fdp_port *port) FDP_HIDDEN;
 
 /* DGRAM class receive (fdp_dgram.c), called with ep->lock held. */
 void fdp_dgram_rx(struct fdp_ep *ep, const struct fdp_frame_view *v) FDP_HIDDEN;

@@ -29,7 +29,7 @@
  * that the application progressed within APP_GRACE_NS is left to it, and
  * thread-driven passes are at least TIMER_GAP_NS apart, so an active
  * application costs at most one wake-up per APP_GRACE_NS. When every
- * attached endpoint is idle the thread blocks as before; a kick (one relaxed
+ * attached endpoint is idle the thread blocks; a kick (one relaxed
  * load on the endpoint's side) wakes it when timers appear. */
 #include "config.h"
 
@@ -69,8 +69,6 @@ struct fdp_progress {
 	bool deep;          /* in a long idle pause: a waiter arming ends it (mutex) */
 	bool nudged;        /* a waiter armed during the long pause (mutex) */
 };
-
-struct fdp_progress **fdp_port_progress_slot(struct fdp_port *port) FDP_HIDDEN;
 
 /* When the thread must run a timer pass: UINT64_MAX when every attached
  * endpoint is idle. Called with pg->mutex held; takes each ep->lock with

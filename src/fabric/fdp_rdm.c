@@ -1,6 +1,6 @@
 /*
  * fdp_rdm.c - the native FI_EP_RDM endpoint class: FI_MSG and FI_TAGGED over
- * the reliability protocol (fdp_rel.c) and the message layer (fdp_msg.c), on
+ * the reliability protocol (fdp_rel*.c) and the message layer (fdp_msg*.c), on
  * the provider framework (fdp.h).
  *
  * Peers: one struct rdm_peer per remote endpoint (IPv4 + UDP port), created

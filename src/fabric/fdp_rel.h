@@ -150,7 +150,7 @@ struct fdp_rel_ops {
 };
 
 /* Per-peer state. Embed it in the upper layer's peer object; fields are
- * private to fdp_rel.c (read-only for tests and statistics). */
+ * private to fdp_rel*.c (read-only for tests and statistics). */
 struct fdp_rel_txslot;
 struct fdp_rel_rxslot;
 

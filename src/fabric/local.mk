@@ -1,4 +1,4 @@
-# src/fabric: the libfabric DPDK provider (libdpdk-fi.so). Owned by the provider issue.
+# src/fabric: the libfabric DPDK provider (libdpdk-fi.so).
 #
 # libfdpcore.la: the parts with no DPDK dependency (frame parsing/building),
 # linked into the provider and into unit tests and the fuzzer.
@@ -36,8 +36,14 @@ src_fabric_libdpdk_fi_la_SOURCES = \
 	src/fabric/fdp_pool.c \
 	src/fabric/fdp_port.c \
 	src/fabric/fdp_port.h \
+	src/fabric/fdp_port_arp.c \
+	src/fabric/fdp_port_dev.h \
+	src/fabric/fdp_port_rx.c \
+	src/fabric/fdp_port_tx.c \
 	src/fabric/fdp_progress.c \
-	src/fabric/fdp_util.c
+	src/fabric/fdp_util.c \
+	src/fabric/fdp_wait.c \
+	src/fabric/fdp_wait.h
 src_fabric_libdpdk_fi_la_CFLAGS = $(AM_CFLAGS) $(FABRIC_CFLAGS) $(DPDK_CFLAGS)
 src_fabric_libdpdk_fi_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-Wl,--version-script=$(top_srcdir)/src/fabric/fdp.map -Wl,-z,nodelete
@@ -46,5 +52,5 @@ EXTRA_src_fabric_libdpdk_fi_la_DEPENDENCIES = src/fabric/fdp.map
 EXTRA_DIST += src/fabric/fdp.map
 dist_man_MANS += man/fi_dpdk.7
 
-# The reliability/RDM engine appends to the provider's sources here.
+# The reliability protocol, the message layer and the RDM endpoint.
 include src/fabric/rel.mk

@@ -2,7 +2,11 @@
 # engines directly (no DPDK, no EAL) and run them over a simulated lossy link.
 fdp_rel_unit_sources = \
 	src/fabric/fdp_rel.c \
+	src/fabric/fdp_rel_rx.c \
+	src/fabric/fdp_rel_timer.c \
 	src/fabric/fdp_msg.c \
+	src/fabric/fdp_msg_send.c \
+	src/fabric/fdp_msg_recv.c \
 	tests/fabric/rel_sim.h \
 	tests/fabric/rel_sim.c
 fdp_rel_unit_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
@@ -36,13 +40,19 @@ check_SCRIPTS += tests/fabric/fuzz_rel
 endif
 tests/fabric/fuzz_rel: $(top_srcdir)/tests/fabric/fuzz_rel.c $(top_srcdir)/tests/fabric/rel_sim.c \
 		$(top_srcdir)/tests/fabric/rel_sim.h $(top_srcdir)/src/fabric/fdp_rel.c \
-		$(top_srcdir)/src/fabric/fdp_rel.h $(top_srcdir)/src/fabric/fdp_rel_proto.h \
-		$(top_srcdir)/src/fabric/fdp_msg.c $(top_srcdir)/src/fabric/fdp_msg.h
+		$(top_srcdir)/src/fabric/fdp_rel_rx.c $(top_srcdir)/src/fabric/fdp_rel_timer.c \
+		$(top_srcdir)/src/fabric/fdp_rel.h $(top_srcdir)/src/fabric/fdp_rel_int.h \
+		$(top_srcdir)/src/fabric/fdp_rel_proto.h \
+		$(top_srcdir)/src/fabric/fdp_msg.c $(top_srcdir)/src/fabric/fdp_msg_send.c \
+		$(top_srcdir)/src/fabric/fdp_msg_recv.c $(top_srcdir)/src/fabric/fdp_msg.h \
+		$(top_srcdir)/src/fabric/fdp_msg_int.h
 	@$(MKDIR_P) tests/fabric
 	$(AM_V_CCLD)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined \
 		-I$(top_srcdir)/src -I$(top_srcdir)/tests/fabric -I$(top_builddir) -o $@ \
 		$(top_srcdir)/tests/fabric/fuzz_rel.c $(top_srcdir)/tests/fabric/rel_sim.c \
-		$(top_srcdir)/src/fabric/fdp_rel.c $(top_srcdir)/src/fabric/fdp_msg.c
+		$(top_srcdir)/src/fabric/fdp_rel.c $(top_srcdir)/src/fabric/fdp_rel_rx.c \
+		$(top_srcdir)/src/fabric/fdp_rel_timer.c $(top_srcdir)/src/fabric/fdp_msg.c \
+		$(top_srcdir)/src/fabric/fdp_msg_send.c $(top_srcdir)/src/fabric/fdp_msg_recv.c
 CLEANFILES += tests/fabric/fuzz_rel
 TESTS += tests/fabric/fabric_fuzz_rel.sh
 EXTRA_DIST += tests/fabric/fuzz_rel.c tests/fabric/fabric_fuzz_rel.sh
