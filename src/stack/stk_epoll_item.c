@@ -160,7 +160,7 @@ void ep_remove_item(struct stk_epoll *ep, struct ep_item *it)
 }
 
 /* EPOLL_CTL_DEL (lock held): park an item whose connection's liveness fd it
- * alone put in P (see struct ep_item), free any other. */
+ * alone put in P (see struct ep_item in stk_epoll_int.h), free any other. */
 void ep_del_item(struct stk_epoll *ep, struct ep_item *it)
 {
 	if (!it->conn || it->live_fd < 0 || stk_ready_phase(it->conn) != STK_PHASE_FABRIC ||
