@@ -30,7 +30,8 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_lazy.c src/stack/stk_lazy.h src/stack/stk_lazy_int.h src/stack/stk_lazy_step.c \
 	src/stack/stk_lazy_thread.c \
 	src/stack/stk_ready.c src/stack/stk_ready.h \
-	src/stack/stk_epoll.c src/stack/stk_epoll.h \
+	src/stack/stk_epoll.c src/stack/stk_epoll.h src/stack/stk_epoll_int.h \
+	src/stack/stk_epoll_item.c src/stack/stk_epoll_ctl.c src/stack/stk_epoll_wait.c \
 	src/stack/stk_poll.c \
 	src/stack/stk_migrate.c src/stack/stk_migrate.h \
 	src/stack/stk_sock.c src/stack/stk_sock.h \

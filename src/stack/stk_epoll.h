@@ -56,7 +56,7 @@
  * one-shot report goes to one of them; level-triggered readiness may be reported
  * to several, as the kernel does); a socket may be in several sets; the lock is
  * held while the ready list is walked (and while a liveness check runs,
- * ≤ 20 ms). Lock order: an outer set's lock before an inner set's lock.
+ * ≤ 20 ms). Lock order: stk_epoll_int.h.
  *
  * Lifetimes: the preload must call stk_epoll_conn_closed(conn) before it frees a
  * connection (stk_close), and stk_epoll_destroy(ep) when the app closes E (after

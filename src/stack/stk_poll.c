@@ -203,6 +203,137 @@ static bool sets_sleep(struct ready_sets *sets, struct pollfd *k, nfds_t *nsleep
 	return true;
 }
 
+/* Announce the coming sleep on every accelerated socket of the set (doorbells,
+ * stk_ready_bells_add; this thread counted in their sleepers). Returns false
+ * when one must be looked at once more before sleeping (counted out again);
+ * *slice becomes UINT64_MAX when the doorbells cover the sleep. */
+static bool announce_sleep(struct stk_conn **conns, nfds_t nfds, uint64_t *slice)
+{
+	struct stk_ready_bells bells = { .send = *slice >= STK_READY_ANNOUNCE_NS };
+	sleepers(conns, nfds, 1);
+	for (nfds_t i = 0; i < nfds; i++)
+		if (conns[i])
+			stk_ready_bells_add(&bells, conns[i]);
+	int b = stk_ready_bells_result(&bells);
+	if (b == STK_READY_BELLS_RECHECK) {
+		sleepers(conns, nfds, -1);
+		return false; /* announced: look once more before sleeping */
+	}
+	if (b == STK_READY_BELLS_SLEEP)
+		*slice = UINT64_MAX; /* covered: the cap in mixed_sleep */
+	return true;
+}
+
+/* One evaluation of the mixed set: the epoll sets' exposure, the accelerated
+ * entries, then the kernel's answer (k as a sleep left it when kernel_fresh,
+ * else asked now when there are kernel fds or check_live). Returns how many
+ * entries are ready, or -errno. */
+static int mixed_eval(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, nfds_t nkern,
+		      struct ready_sets *sets, struct pollfd *k, bool kernel_fresh,
+		      bool check_live)
+{
+	const struct timespec zero = { 0, 0 };
+	if (sets->n) {
+		refresh_sets(sets, kernel_fresh);
+		kernel_fresh = false; /* ask the kernel again: the sets changed */
+	}
+	int cnt = eval_accel(fds, nfds, conns);
+	if (kernel_fresh) {
+		cnt += take_kernel(fds, nfds, conns, k);
+	} else if (nkern || check_live) {
+		arm_liveness(fds, k, nfds, conns);
+		int n = stk_wait_sys_ppoll(k, nfds, &zero, NULL);
+		if (n < 0)
+			return n;
+		cnt += take_kernel(fds, nfds, conns, k);
+	}
+	return cnt;
+}
+
+/* The mixed set has nothing to report: trywait on its fabrics, announce the
+ * sleep, link this thread's wake-up, bring the epoll sets' sleep sets in, and
+ * sleep on k until something changes or the deadline. Returns 1 after a sleep
+ * (k holds its kernel results), 0 when the set must be evaluated again first,
+ * or -errno (-EINTR: a signal was delivered during the sleep). */
+static int mixed_sleep(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns,
+		       struct ready_sets *sets, struct pollfd *k, struct stk_wake_node *nodes,
+		       struct stk_ready_fabs *fabs, uint64_t deadline, struct stk_wait_sigs *sigs,
+		       const sigset_t *sigmask, bool want_out)
+{
+	for (nfds_t i = 0; i < nfds; i++) /* a negotiation may have ended */
+		if (conns[i])
+			stk_ready_fabs_add(fabs, conns[i]);
+	uint64_t slice;
+	int nw = stk_ready_fabs_prepare(fabs, k + nfds, &slice);
+	if (nw == -EAGAIN)
+		return 0; /* completions pending: the next evaluation drains them */
+	if (nw > 0 && eval_accel(fds, nfds, conns) > 0)
+		return 0; /* delivered by another thread before our trywait */
+	bool bells_on = slice != 0;
+	if (bells_on && !announce_sleep(conns, nfds, &slice))
+		return 0;
+	bool negotiating = arm_liveness(fds, k, nfds, conns);
+	/* from here on any change of an accelerated socket, made by any
+	 * thread, wakes us */
+	struct stk_wake_node proto;
+	nfds_t nsleep = nfds + (nfds_t)nw, wake_idx = 0;
+	bool woken = stk_ready_ops.wake_link && stk_wake_prepare(&proto);
+	if (woken) {
+		wake_links(conns, nfds, nodes, &proto, true);
+		if (eval_accel(fds, nfds, conns) > 0) {
+			wake_links(conns, nfds, nodes, &proto, false);
+			if (bells_on)
+				sleepers(conns, nfds, -1);
+			return 0; /* delivered by another thread meanwhile */
+		}
+		wake_idx = nsleep;
+		k[nsleep].fd = stk_wake_fd(&proto);
+		k[nsleep].events = POLLIN;
+		k[nsleep++].revents = 0;
+	}
+	uint64_t now = stk_now_ns();
+	uint64_t sleep = deadline == STK_WAIT_NEVER ? STK_WAIT_NEVER
+			 : deadline > now       ? deadline - now
+						 : 0;
+	if (slice && slice < sleep)
+		sleep = slice;
+	if (negotiating && sleep > STK_READY_SLICE_MAX_NS)
+		sleep = STK_READY_SLICE_MAX_NS;
+	bool sets_covered = false;
+	if (sets->n && !sets_sleep(sets, k, &nsleep, &sleep, &sets_covered)) {
+		if (woken)
+			wake_links(conns, nfds, nodes, &proto, false);
+		if (bells_on)
+			sleepers(conns, nfds, -1);
+		return 0; /* a set has something (or completions) already */
+	}
+	/* Covered by doorbells or a wait fd: both are shared by every
+	 * thread of the process (another one may consume what was ours):
+	 * the wake-up above is exact, the cap a safety net (stk_stream.h) */
+	uint64_t cap = stk_sleep_cap(woken, want_out);
+	if ((nw > 0 || slice == UINT64_MAX || sets_covered) && sleep > cap)
+		sleep = cap;
+	bool capped = sleep == cap && deadline - now > cap;
+	struct timespec ts = ns_to_ts(sleep);
+	int n = stk_wait_sys_ppoll(k, nsleep, sleep == STK_WAIT_NEVER ? NULL : &ts,
+				    stk_wait_sleep_mask(sigs, sigmask));
+	if (woken) {
+		wake_links(conns, nfds, nodes, &proto, false);
+		if (n > 0 && k[wake_idx].revents)
+			stk_wake_drain(&proto);
+	}
+	if (bells_on)
+		sleepers(conns, nfds, -1);
+	if (n == 0 && capped && missed_wake(fds, nfds, conns))
+		stk_count(STK_C_SLEEP_LATE_WAKES);
+	if (n < 0)
+		return n; /* -EINTR: a signal was delivered during the sleep */
+	stk_ready_fabs_backoff(fabs, n > 0);
+	if (n > 0)
+		sets->slice_ns = 0; /* activity: look closely again */
+	return 1;
+}
+
 /* The mixed case. k has room for nfds + STK_READY_FAB_MAX + 1 +
  * STK_READY_SET_MAX entries, nodes for nfds. */
 static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, nfds_t nacc,
@@ -211,7 +342,6 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 {
 	struct stk_ready_fabs fabs = { .n = 0 };
 	struct stk_wait_sigs sigs = { .blocked = false };
-	const struct timespec zero = { 0, 0 };
 	nfds_t nkern = nfds - nacc;
 	bool kernel_fresh = false; /* k holds results of a sleep that just returned */
 	/* Ready sockets return at once, so the liveness channels of the others are
@@ -233,21 +363,10 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 	for (nfds_t i = 0; i < nfds; i++)
 		want_out |= conns[i] && (fds[i].events & POLLOUT);
 	for (;;) {
-		if (sets->n) {
-			refresh_sets(sets, kernel_fresh);
-			kernel_fresh = false; /* ask the kernel again: the sets changed */
-		}
-		int cnt = eval_accel(fds, nfds, conns);
-		if (kernel_fresh) {
-			cnt += take_kernel(fds, nfds, conns, k);
-		} else if (nkern || check_live) {
-			arm_liveness(fds, k, nfds, conns);
-			int n = stk_wait_sys_ppoll(k, nfds, &zero, NULL);
-			if (n < 0) {
-				ret = n;
-				break;
-			}
-			cnt += take_kernel(fds, nfds, conns, k);
+		int cnt = mixed_eval(fds, nfds, conns, nkern, sets, k, kernel_fresh, check_live);
+		if (cnt < 0) {
+			ret = cnt;
+			break;
 		}
 		kernel_fresh = false;
 		check_live = false;
@@ -256,92 +375,13 @@ static int poll_mixed(struct pollfd *fds, nfds_t nfds, struct stk_conn **conns, 
 			break;
 		if (step == STK_WAIT_SPIN)
 			continue;
-		for (nfds_t i = 0; i < nfds; i++) /* a negotiation may have ended */
-			if (conns[i])
-				stk_ready_fabs_add(&fabs, conns[i]);
-		uint64_t slice;
-		int nw = stk_ready_fabs_prepare(&fabs, k + nfds, &slice);
-		if (nw == -EAGAIN)
-			continue; /* completions pending: the next evaluation drains them */
-		if (nw > 0 && eval_accel(fds, nfds, conns) > 0)
-			continue; /* delivered by another thread before our trywait */
-		bool bells_on = slice != 0;
-		if (bells_on) {
-			struct stk_ready_bells bells = { .send = slice >= STK_READY_ANNOUNCE_NS };
-			sleepers(conns, nfds, 1);
-			for (nfds_t i = 0; i < nfds; i++)
-				if (conns[i])
-					stk_ready_bells_add(&bells, conns[i]);
-			int b = stk_ready_bells_result(&bells);
-			if (b == STK_READY_BELLS_RECHECK) {
-				sleepers(conns, nfds, -1);
-				continue; /* announced: look once more before sleeping */
-			}
-			if (b == STK_READY_BELLS_SLEEP)
-				slice = UINT64_MAX; /* covered: the cap below */
-		}
-		bool negotiating = arm_liveness(fds, k, nfds, conns);
-		/* from here on any change of an accelerated socket, made by any
-		 * thread, wakes us */
-		struct stk_wake_node proto;
-		nfds_t nsleep = nfds + (nfds_t)nw, wake_idx = 0;
-		bool woken = stk_ready_ops.wake_link && stk_wake_prepare(&proto);
-		if (woken) {
-			wake_links(conns, nfds, nodes, &proto, true);
-			if (eval_accel(fds, nfds, conns) > 0) {
-				wake_links(conns, nfds, nodes, &proto, false);
-				if (bells_on)
-					sleepers(conns, nfds, -1);
-				continue; /* delivered by another thread meanwhile */
-			}
-			wake_idx = nsleep;
-			k[nsleep].fd = stk_wake_fd(&proto);
-			k[nsleep].events = POLLIN;
-			k[nsleep++].revents = 0;
-		}
-		uint64_t now = stk_now_ns();
-		uint64_t sleep = deadline == STK_WAIT_NEVER ? STK_WAIT_NEVER
-				 : deadline > now       ? deadline - now
-							 : 0;
-		if (slice && slice < sleep)
-			sleep = slice;
-		if (negotiating && sleep > STK_READY_SLICE_MAX_NS)
-			sleep = STK_READY_SLICE_MAX_NS;
-		bool sets_covered = false;
-		if (sets->n && !sets_sleep(sets, k, &nsleep, &sleep, &sets_covered)) {
-			if (woken)
-				wake_links(conns, nfds, nodes, &proto, false);
-			if (bells_on)
-				sleepers(conns, nfds, -1);
-			continue; /* a set has something (or completions) already */
-		}
-		/* Covered by doorbells or a wait fd: both are shared by every
-		 * thread of the process (another one may consume what was ours):
-		 * the wake-up above is exact, the cap a safety net (stk_stream.h) */
-		uint64_t cap = stk_sleep_cap(woken, want_out);
-		if ((nw > 0 || slice == UINT64_MAX || sets_covered) && sleep > cap)
-			sleep = cap;
-		bool capped = sleep == cap && deadline - now > cap;
-		struct timespec ts = ns_to_ts(sleep);
-		int n = stk_wait_sys_ppoll(k, nsleep, sleep == STK_WAIT_NEVER ? NULL : &ts,
-					    stk_wait_sleep_mask(&sigs, sigmask));
-		if (woken) {
-			wake_links(conns, nfds, nodes, &proto, false);
-			if (n > 0 && k[wake_idx].revents)
-				stk_wake_drain(&proto);
-		}
-		if (bells_on)
-			sleepers(conns, nfds, -1);
-		if (n == 0 && capped && missed_wake(fds, nfds, conns))
-			stk_count(STK_C_SLEEP_LATE_WAKES);
-		if (n < 0) {
-			ret = n; /* -EINTR: a signal was delivered during the sleep */
+		int slept = mixed_sleep(fds, nfds, conns, sets, k, nodes, &fabs, deadline, &sigs,
+					sigmask, want_out);
+		if (slept < 0) {
+			ret = slept;
 			break;
 		}
-		stk_ready_fabs_backoff(&fabs, n > 0);
-		if (n > 0)
-			sets->slice_ns = 0; /* activity: look closely again */
-		kernel_fresh = true;
+		kernel_fresh = slept > 0;
 	}
 	stk_wait_restore_signals(&sigs);
 	if (ret <= 0)
