@@ -11,9 +11,9 @@
 
 int stk_epoll_live;
 
-/* Every object (registry_lock: stk_epoll_int.h). */
+/* Every object (epoll_registry_lock: stk_epoll_int.h). */
 static struct stk_epoll *registry;
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t epoll_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* stk_watch_ops.notify: someone watches w (stk_watch_notify checked). */
 static void watch_notify(struct stk_watch *w)
@@ -72,10 +72,10 @@ int stk_epoll_create(int epfd, struct stk_epoll **out)
 		return ret;
 	}
 	pthread_mutex_init(&ep->lock, NULL);
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&epoll_registry_lock);
 	ep->next = registry;
 	registry = ep;
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&epoll_registry_lock);
 	*out = ep;
 	return 0;
 }
@@ -86,7 +86,7 @@ int stk_epoll_fd(const struct stk_epoll *ep)
 }
 
 /* Apply fn (ep_remove_item or ep_migrate_to_kernel: both take the item off w)
- * under its set's lock to one item watching w (registry_lock held, so the set
+ * under its set's lock to one item watching w (epoll_registry_lock held, so the set
  * cannot be destroyed meanwhile). False when none is left. */
 static bool drop_one_watcher(struct stk_watch *w,
 			     void (*fn)(struct stk_epoll *ep, struct ep_item *it))
@@ -124,10 +124,10 @@ static void watch_kernel(struct stk_watch *w)
 	spin_unlock(&w->lock);
 	if (!watched)
 		return;
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&epoll_registry_lock);
 	while (drop_one_watcher(w, ep_migrate_to_kernel))
 		; /* E wakes its waiters when the socket is ready */
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&epoll_registry_lock);
 }
 
 static const struct stk_watch_ops watch_ops = {
@@ -146,7 +146,7 @@ void stk_epoll_conn_changed(struct stk_conn *conn)
 
 void stk_epoll_destroy(struct stk_epoll *ep)
 {
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&epoll_registry_lock);
 	for (struct stk_epoll **p = &registry; *p; p = &(*p)->next) {
 		if (*p == ep) {
 			*p = ep->next;
@@ -156,7 +156,7 @@ void stk_epoll_destroy(struct stk_epoll *ep)
 	/* outer sets that hold this one forget it (as the kernel does on close) */
 	while (drop_one_watcher(&ep->watch, ep_remove_item))
 		;
-	/* our items leave their watcher lists; still under registry_lock, so a
+	/* our items leave their watcher lists; still under epoll_registry_lock, so a
 	 * concurrent stk_epoll_conn_closed cannot reach this set afterwards */
 	pthread_mutex_lock(&ep->lock);
 	for (unsigned fd = 0; fd < ep->by_fd_cap; fd++)
@@ -165,7 +165,7 @@ void stk_epoll_destroy(struct stk_epoll *ep)
 	while (ep->parked)
 		ep_remove_item(ep, ep->parked);
 	pthread_mutex_unlock(&ep->lock);
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&epoll_registry_lock);
 	if (ep->expose_fd >= 0)
 		stk_sys.close(ep->expose_fd);
 	stk_sys.close(ep->wake_fd);
@@ -180,17 +180,17 @@ void stk_epoll_conn_closed(struct stk_conn *conn)
 	struct stk_watch *w = stk_ready_ops.watch(conn);
 	if (!__atomic_load_n(&w->first, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&epoll_registry_lock);
 	while (drop_one_watcher(w, ep_remove_item))
 		;
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&epoll_registry_lock);
 }
 
 /* ---- fork ---- */
 
 void stk_epoll_atfork_prepare(void)
 {
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&epoll_registry_lock);
 	for (struct stk_epoll *ep = registry; ep; ep = ep->next)
 		pthread_mutex_lock(&ep->lock);
 }
@@ -199,7 +199,7 @@ void stk_epoll_atfork_parent(void)
 {
 	for (struct stk_epoll *ep = registry; ep; ep = ep->next)
 		pthread_mutex_unlock(&ep->lock);
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&epoll_registry_lock);
 }
 
 /* Fill a fresh P for ep (the items' connections no longer have a fabric here). */
@@ -255,5 +255,5 @@ void stk_epoll_atfork_child(void)
 		refill_priv(ep);
 		pthread_mutex_init(&ep->lock, NULL);
 	}
-	pthread_mutex_init(&registry_lock, NULL);
+	pthread_mutex_init(&epoll_registry_lock, NULL);
 }

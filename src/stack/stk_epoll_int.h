@@ -5,7 +5,7 @@
  *
  * Locks of the module (their order is written here only; other comments refer
  * to this one):
- *   - registry_lock (stk_epoll.c): the list of every set (registry). Held by
+ *   - epoll_registry_lock (stk_epoll.c): the list of every set (registry). Held by
  *     stk_epoll_destroy, stk_epoll_conn_closed and the hand-over of a
  *     connection to the kernel set (stk_watch_ops.kernel), so that the sets
  *     they visit cannot be destroyed under them; held with every set's lock
@@ -20,7 +20,7 @@
  *   - ep->rdl (a spin lock per set): the set's ready list (rd_prev, rd_next,
  *     on_rdl, notified; parked is written under it too).
  * Order, in which they nest (never the other way):
- *   registry_lock → ep->lock (outer set before inner set) → connection lock →
+ *   epoll_registry_lock → ep->lock (outer set before inner set) → connection lock →
  *   watch spin lock (connection's, then inner set's, then outer set's) →
  *   ep->rdl spin lock.
  * The spin locks guard only list links (held for a few instructions, never
@@ -119,7 +119,7 @@ struct stk_epoll {
 	int wake_pending;           /* atomic: wake_fd was rung, not drained yet */
 	/* atomic */
 	unsigned turn;              /* fairness: which side fills first */
-	/* protected by registry_lock */
+	/* protected by epoll_registry_lock */
 	struct stk_epoll *next;
 };
 

@@ -4,7 +4,7 @@
  * The list lives in the watched object; the readiness layer (stk_epoll) links
  * its items into it and installs the handlers (stk_watch_install) before the
  * first link, so the layers below only announce changes. Lock: the watch's
- * spin lock is a leaf (held only to walk or change the list). */
+ * spin lock is a leaf (stk_epoll_int.h has the module's lock order). */
 #ifndef STK_WATCH_H
 #define STK_WATCH_H
 
