@@ -12,7 +12,8 @@ include bench/ready.mk
 noinst_PROGRAMS += bench/overhead
 bench_overhead_SOURCES = bench/overhead.c
 bench_overhead_LDADD = -ldl
-EXTRA_DIST += bench/overhead.sh bench/demo.sh bench/accel.sh bench/connect.sh bench/footprint.sh
+EXTRA_DIST += bench/overhead.sh bench/demo.sh bench/accel.sh bench/connect.sh bench/footprint.sh \
+	bench/readme_table.sh
 
 # Connection set-up cost, kernel vs launched (what the negotiation adds).
 noinst_PROGRAMS += bench/connect
