@@ -3,11 +3,27 @@
 #include "stk_pair.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "stack/stk_config.h"
+#include "stack/stk_log.h"
 #include "stack/stk_nego.h"
+
+void stk_pair_config(const char *prov)
+{
+	snprintf(stk_cfg.providers, sizeof(stk_cfg.providers), "%s", prov);
+	stk_cfg.enabled = true;
+	stk_cfg.spin_us = 20;
+	stk_cfg.window_bytes = 256 * 1024;
+	stk_cfg.batch = 16;
+	const char *log = getenv("FABSOCK_LOG");
+	stk_log_level = log ? stk_log_level_parse(log) : STK_LOG_WARN;
+	if (stk_log_level < 0)
+		stk_log_level = STK_LOG_WARN;
+}
 
 int stk_pair_connect(const struct sockaddr_in *addr, int flags)
 {

@@ -17,6 +17,10 @@ enum {
 			     * first write waits up to 1 s for its greeting */
 };
 
+/* The stack's configuration for a pair on prov: enabled, 20 µs spin, a
+ * 256 KiB window, batches of 16, the log level of FABSOCK_LOG (else warn). */
+void stk_pair_config(const char *prov);
+
 /* A connected TCP socket (SOCK_CLOEXEC) to addr. flags: STK_PAIR_*.
  * Returns the fd, or which step failed: -1 socket, -2 marking the SYN,
  * -3 connect, -4 unmarking. */

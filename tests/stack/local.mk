@@ -2,6 +2,8 @@
 # The suites over a real connection share its set-up (tests/lib/stk_pair.h).
 STK_PAIR_SOURCES = tests/lib/stk_pair.c tests/lib/stk_pair.h tests/lib/tcp_pair.c \
 	tests/lib/tcp_pair.h
+# main() of the Check suite programs here and in tests/unit.
+EXTRA_DIST += tests/lib/check_main.h
 check_PROGRAMS += tests/stack/test_stream
 TESTS += tests/stack/test_stream
 tests_stack_test_stream_SOURCES = tests/stack/test_stream.c $(STK_PAIR_SOURCES)

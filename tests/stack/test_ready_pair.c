@@ -32,21 +32,9 @@
 #include "stack/stk_stream.h"
 #include "../lib/stk_pair.h"
 #include "../lib/tcp_pair.h"
+#include "../lib/check_main.h"
 
 static const char *const providers[] = { "shm", "tcp" };
-
-static void config(const char *prov)
-{
-	snprintf(stk_cfg.providers, sizeof(stk_cfg.providers), "%s", prov);
-	stk_cfg.enabled = true;
-	stk_cfg.spin_us = 20;
-	stk_cfg.window_bytes = 256 * 1024;
-	stk_cfg.batch = 16;
-	const char *log = getenv("FABSOCK_LOG");
-	stk_log_level = log ? stk_log_level_parse(log) : STK_LOG_WARN;
-	if (stk_log_level < 0)
-		stk_log_level = STK_LOG_WARN;
-}
 
 /* The accelerated sockets of this process, for the lookup hook. */
 #define CONNS_MAX 8
@@ -121,7 +109,7 @@ static int child_main(struct pair *p, child_fn fn)
 static struct stk_conn *pair_start(struct pair *p, int prov_index, child_fn fn)
 {
 	p->prov = providers[prov_index];
-	config(p->prov);
+	stk_pair_config(p->prov);
 	p->lfd = tcp_pair_listen(&p->addr, SOCK_CLOEXEC, 4);
 	ck_assert_int_ge(p->lfd, 0);
 	ck_assert_int_eq(pipe(p->go), 0);
@@ -544,9 +532,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_main_run(suite());
 }

@@ -28,23 +28,16 @@
 #include "stack/stk_stream.h"
 #include "../lib/stk_pair.h"
 #include "../lib/tcp_pair.h"
+#include "../lib/check_main.h"
 
 static const char *const providers[] = { "shm", "tcp" };
 
 static void config(const char *prov)
 {
-	snprintf(stk_cfg.providers, sizeof(stk_cfg.providers), "%s", prov);
-	stk_cfg.enabled = true;
-	stk_cfg.spin_us = 20;
+	stk_pair_config(prov);
 	/* server and client threads share 2 busy cores: the first HELLO may take
 	 * longer than the 5 ms default to be sent */
 	stk_cfg.nego_wait_ms = 100;
-	stk_cfg.window_bytes = 256 * 1024;
-	stk_cfg.batch = 16;
-	const char *log = getenv("FABSOCK_LOG");
-	stk_log_level = log ? stk_log_level_parse(log) : STK_LOG_WARN;
-	if (stk_log_level < 0)
-		stk_log_level = STK_LOG_WARN;
 }
 
 /* ---- plumbing: a listener, a forked client, bounded waits ---- */
@@ -908,9 +901,5 @@ static Suite *stack_suite(void)
 
 int main(void)
 {
-	SRunner *runner = srunner_create(stack_suite());
-	srunner_run_all(runner, CK_NORMAL);
-	int failed = srunner_ntests_failed(runner);
-	srunner_free(runner);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_main_run(stack_suite());
 }
