@@ -29,8 +29,10 @@ end='<!-- perf-table:end -->'
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsk-readme-table.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-# The machine: CPU model and count, kernel, Debian version, load at the start.
+# The machine: CPU model, clock and count, container or VM, kernel, Debian
+# version, load average at the start.
 cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -n 1)
+mhz=$(sed -n 's/^cpu MHz[[:space:]]*: *\([0-9]*\).*/\1/p' /proc/cpuinfo | head -n 1)
 cpus=$(nproc 2>/dev/null || grep -c '^processor' /proc/cpuinfo)
 kernel=$(uname -r)
 debian=$(cat /etc/debian_version 2>/dev/null || echo unknown)
@@ -63,12 +65,13 @@ grep -q 'not counted' "$tmp/out" && cat "$tmp/err" >&2
 	sed '/^$/d' "$tmp/out"
 	echo '```'
 	echo
-	echo "Made by \`$cmd\` (\`./quickstart table\` builds, then runs it): sockperf TCP over"
-	echo "127.0.0.1, both ends launched, $pinning; latency is one-way (half"
-	echo "a 64 B round trip); \`dpdk\` is our provider over a \`net_memif\` pair. A run counts only"
-	echo "when the client's \`conn_accel_<provider>\` counter says it went over that provider."
-	echo "Machine: $cpu, $cpus CPUs${virt:+ ($virt VM)}, Linux $kernel, Debian $debian, load"
-	echo "average $load at the start; 16 KiB figures vary most between runs, latency least."
+	echo "Made by \`$cmd\` (\`./quickstart table\` builds, then runs it):"
+	echo "sockperf TCP over 127.0.0.1, both ends launched, $pinning; latency is one-way"
+	echo "(half a 64 B round trip); \`dpdk\` is our provider over a \`net_memif\` pair. A run counts"
+	echo "only when the client's \`conn_accel_<provider>\` counter says it went over that provider."
+	echo "Machine: $cpu ($mhz MHz), $cpus CPUs${virt:+, $virt}, Linux $kernel, Debian $debian;"
+	echo "load average $load at the start (a shared machine: the 16 KiB figures vary most"
+	echo "between runs, the latency medians least)."
 	echo "$end"
 } >"$tmp/block"
 
