@@ -37,6 +37,19 @@ spid=
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# listening PORT: a second for the server to start, then (a server slow to
+# start on a loaded machine) up to 10 s more until it listens on PORT.
+listening() {
+	sleep 1
+	command -v ss >/dev/null || return 0
+	i=0
+	while [ $i -lt 100 ] && ! ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; do
+		kill -0 "$spid" 2>/dev/null || return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+
 # wrap PATH ROLE: the command prefix that runs a ROLE (server | client) on PATH
 # (PROV, or PROV@base: the BASE build's launcher).
 wrap() {
@@ -69,7 +82,7 @@ run() {
 	cw=$(wrap "$path" client)
 	$sw timeout $((secs + 20)) sockperf server --tcp -i 127.0.0.1 -p "$p" >"$tmp/srv" 2>&1 &
 	spid=$!
-	sleep 1
+	listening "$p"
 	case $mode in
 	# --mps: room in sockperf's latency table past ~600k round trips a second
 	pp) $cw timeout $((secs + 20)) sockperf ping-pong --mps 10000000 --tcp -i 127.0.0.1 -p "$p" -t "$secs" \
@@ -106,7 +119,7 @@ redis() {
 	$(wrap "$path" server) timeout 120 redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
 		--daemonize no --logfile /dev/null >/dev/null 2>&1 &
 	spid=$!
-	sleep 1
+	listening "$p"
 	$(wrap "$path" client) timeout 100 redis-benchmark -p "$p" -c 50 -n "$redis_n" -t get -q \
 		>"$tmp/rb.out" 2>"$tmp/rb.log"
 	kill "$spid" 2>/dev/null

@@ -61,8 +61,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-# TCP acceleration is opt-in for now; harmless once it is the default. The
-# kernel path runs without the preload, so these do not touch it.
+# TCP acceleration on (the default, stated so that an inherited
+# FABSOCK_TCP_ACCEL=0 cannot turn it off), and a 2 s wait for the server's
+# greeting. The kernel path runs without the preload, so these do not touch it.
 export FABSOCK_TCP_ACCEL=1 FABSOCK_NEGO_WAIT_MS=2000
 unset FABSOCK_PROVIDERS FABSOCK_PROVIDER FABSOCK_DISABLE FABSOCK_LOG_FILE 2>/dev/null
 

@@ -5,7 +5,7 @@
 # fi_pingpong's usec/xfer) and 64 KiB bandwidth (one direction:
 # size / usec per transfer). Runs alternate native / rxd so machine noise
 # hits both alike; prints medians over ROUNDS runs.
-# Targets (issue 4): native <= 2 us one-way at 64 B and >= 1.5x faster than
+# Targets: native <= 2 us one-way at 64 B and >= 1.5x faster than
 # rxd; 64 KiB >= 1 GB/s.
 #
 # usage: bench/fabric_rdm.sh [BUILDDIR]     (default: $top_builddir, else .)

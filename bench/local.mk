@@ -1,7 +1,6 @@
 # bench: benchmarks (not tests). Fragments per concern.
 include bench/fabric.mk
-# Stack benchmarks, owned by the stack's engineers (their fragments say
-# they are included from here).
+# Stack benchmarks (bench-stack, bench-ready, bench-epoll).
 include bench/stack.mk
 include bench/ready.mk
 
@@ -12,7 +11,8 @@ include bench/ready.mk
 noinst_PROGRAMS += bench/overhead
 bench_overhead_SOURCES = bench/overhead.c
 bench_overhead_LDADD = -ldl
-EXTRA_DIST += bench/overhead.sh bench/demo.sh bench/accel.sh bench/connect.sh bench/footprint.sh
+EXTRA_DIST += bench/overhead.sh bench/demo.sh bench/accel.sh bench/connect.sh bench/footprint.sh \
+	bench/readme_table.sh
 
 # Connection set-up cost, kernel vs launched (what the negotiation adds).
 noinst_PROGRAMS += bench/connect
@@ -25,7 +25,7 @@ bench-overhead: bench/overhead tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/overhead.sh $(abs_top_builddir)
 bench-demo: tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/demo.sh $(abs_top_builddir)
-# Kernel vs accelerated TCP with sockperf (the lead's bench/accel.sh).
+# Kernel vs accelerated TCP with sockperf, and redis-benchmark (bench/accel.sh).
 bench-accel: tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/accel.sh $(abs_top_builddir)
 bench-connect: bench/connect tools/fabsock src/libfabsock.la

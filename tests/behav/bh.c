@@ -1,6 +1,7 @@
 /* Behaviour-test helpers (see bh.h). */
 #include "config.h"
 #include "bh.h"
+#include "../lib/tcp_pair.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -202,15 +203,9 @@ static void bh_die(const char *what)
 
 int bh_listener(int type_flags)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM | type_flags, 0);
+	int fd = tcp_pair_listen(NULL, type_flags, 16);
 
 	if (fd < 0)
-		bh_die("socket");
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		bh_die("bind");
-	if (listen(fd, 16) < 0)
 		bh_die("listen");
 	return fd;
 }
@@ -233,8 +228,7 @@ static void *bh_accept_main(void *arg)
 void bh_tcp_pair(int *client, int *server, int type_flags)
 {
 	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	struct bh_acceptor acc = { .lfd = bh_listener(0), .fd = -1 };
+	struct bh_acceptor acc = { .lfd = tcp_pair_listen(&sa, 0, 16), .fd = -1 };
 	pthread_t thread;
 	/* BH_ACCEPT_THREAD=1: accept in a thread while connect runs, as a
 	 * server process would, so that a connect waiting for its peer to
@@ -243,14 +237,14 @@ void bh_tcp_pair(int *client, int *server, int type_flags)
 	int threaded = getenv("BH_ACCEPT_THREAD") != NULL;
 	int cfd;
 
-	if (getsockname(acc.lfd, (struct sockaddr *)&sa, &len) < 0)
-		bh_die("getsockname");
+	if (acc.lfd < 0)
+		bh_die("listen");
 	if (threaded && pthread_create(&thread, NULL, bh_accept_main, &acc))
 		bh_die("pthread_create");
 	cfd = socket(AF_INET, SOCK_STREAM | type_flags, 0);
 	if (cfd < 0)
 		bh_die("socket");
-	if (connect(cfd, (struct sockaddr *)&sa, len) < 0) {
+	if (connect(cfd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		if (errno != EINPROGRESS)
 			bh_die("connect");
 		if (!(bh_wait(cfd, POLLOUT, 5000) & POLLOUT))

@@ -18,7 +18,7 @@ check_PROGRAMS += $(BH_PROGS)
 # bh.c may accept in a thread (BH_ACCEPT_THREAD): every program links
 # pthread.
 BH_CFLAGS = $(AM_CFLAGS) -Wno-unused-result -pthread
-BH_COMMON = tests/behav/bh.c tests/behav/bh.h
+BH_COMMON = tests/behav/bh.c tests/behav/bh.h tests/lib/tcp_pair.c tests/lib/tcp_pair.h
 
 tests_behav_bh_tcp_SOURCES = tests/behav/bh_tcp.c $(BH_COMMON)
 tests_behav_bh_tcp_LDADD = -lpthread

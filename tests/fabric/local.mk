@@ -1,4 +1,4 @@
-# tests/fabric: the DPDK provider (libdpdk-fi.so) through libfabric.
+# tests/fabric: tests of the DPDK provider (src/fabric).
 
 # Unit test of frame parsing/building and checksums (pure C, no EAL).
 check_PROGRAMS += tests/fabric/test_fdp_frame

@@ -1,7 +1,12 @@
 # tests/stack: accelerated TCP through the stack's own API (no LD_PRELOAD).
+# The suites over a real connection share its set-up (tests/lib/stk_pair.h).
+STK_PAIR_SOURCES = tests/lib/stk_pair.c tests/lib/stk_pair.h tests/lib/tcp_pair.c \
+	tests/lib/tcp_pair.h
+# main() of the Check suite programs here and in tests/unit.
+EXTRA_DIST += tests/lib/check_main.h
 check_PROGRAMS += tests/stack/test_stream
 TESTS += tests/stack/test_stream
-tests_stack_test_stream_SOURCES = tests/stack/test_stream.c
+tests_stack_test_stream_SOURCES = tests/stack/test_stream.c $(STK_PAIR_SOURCES)
 tests_stack_test_stream_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
 tests_stack_test_stream_LDADD = src/stack/libstk.la $(CHECK_LIBS) $(FABRIC_LIBS) -lpthread
 include tests/stack/ready.mk

@@ -30,6 +30,7 @@
 #include "stack/stk_ready.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
+#include "../lib/check_main.h"
 
 /* ---- the test double ---- */
 
@@ -1194,9 +1195,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_main_run(suite());
 }

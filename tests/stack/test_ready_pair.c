@@ -33,21 +33,11 @@
 #include "stack/stk_nego.h"
 #include "stack/stk_ready.h"
 #include "stack/stk_stream.h"
+#include "../lib/stk_pair.h"
+#include "../lib/tcp_pair.h"
+#include "../lib/check_main.h"
 
 static const char *const providers[] = { "shm", "tcp" };
-
-static void config(const char *prov)
-{
-	snprintf(stk_cfg.providers, sizeof(stk_cfg.providers), "%s", prov);
-	stk_cfg.enabled = true;
-	stk_cfg.spin_us = 20;
-	stk_cfg.window_bytes = 256 * 1024;
-	stk_cfg.batch = 16;
-	const char *log = getenv("FABSOCK_LOG");
-	stk_log_level = log ? stk_log_level_parse(log) : STK_LOG_WARN;
-	if (stk_log_level < 0)
-		stk_log_level = STK_LOG_WARN;
-}
 
 /* The accelerated sockets of this process, for the lookup hook. */
 #define CONNS_MAX 8
@@ -102,31 +92,15 @@ struct pair {
 
 typedef int (*child_fn)(struct pair *p, struct stk_conn *conn);
 
-static struct stk_conn *attach(int fd, bool client, const char *prov)
-{
-	struct stk_conn *conn = NULL;
-	struct stk_attach_info info;
-	int ret = stk_accel_attach(fd, client, &conn, &info);
-	if (ret != 0 || strcmp(info.provider, prov) != 0) {
-		fprintf(stderr, "%s attach over %s: %d (%s, got %s)\n", client ? "client" : "server",
-			prov, ret, info.reason, info.provider);
-		return NULL;
-	}
-	return conn;
-}
-
 static int child_main(struct pair *p, child_fn fn)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	char go;
-	if (fd < 0 || read(p->go[0], &go, 1) != 1)
+	if (read(p->go[0], &go, 1) != 1)
 		return 90;
-	stk_nego_cache_put((const struct sockaddr *)&p->addr, STK_PEER_CAPABLE);
-	if (stk_nego_mark_syn(fd, AF_INET) != 0 ||
-	    connect(fd, (const struct sockaddr *)&p->addr, sizeof(p->addr)) != 0 ||
-	    stk_nego_unmark(fd, AF_INET) != 0)
+	int fd = stk_pair_connect(&p->addr, STK_PAIR_MARK | STK_PAIR_KNOWN);
+	if (fd < 0)
 		return 91;
-	struct stk_conn *conn = attach(fd, true, p->prov);
+	struct stk_conn *conn = stk_pair_attach(fd, true, p->prov);
 	if (!conn)
 		return 92;
 	if (write(p->back[1], "a", 1) != 1)
@@ -138,16 +112,9 @@ static int child_main(struct pair *p, child_fn fn)
 static struct stk_conn *pair_start(struct pair *p, int prov_index, child_fn fn)
 {
 	p->prov = providers[prov_index];
-	config(p->prov);
-	p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	stk_pair_config(p->prov);
+	p->lfd = tcp_pair_listen(&p->addr, SOCK_CLOEXEC, 4);
 	ck_assert_int_ge(p->lfd, 0);
-	memset(&p->addr, 0, sizeof(p->addr));
-	p->addr.sin_family = AF_INET;
-	p->addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(p->lfd, (struct sockaddr *)&p->addr, sizeof(p->addr)), 0);
-	socklen_t len = sizeof(p->addr);
-	ck_assert_int_eq(getsockname(p->lfd, (struct sockaddr *)&p->addr, &len), 0);
-	ck_assert_int_eq(listen(p->lfd, 4), 0);
 	ck_assert_int_eq(pipe(p->go), 0);
 	ck_assert_int_eq(pipe(p->back), 0);
 	p->child = fork();
@@ -163,14 +130,12 @@ static struct stk_conn *pair_start(struct pair *p, int prov_index, child_fn fn)
 	/* libfabric is opened after the fork, in each process */
 	ck_assert_int_eq(stk_accel_listen(p->lfd), 0);
 	ck_assert_int_eq(write(p->go[1], "g", 1), 1);
-	struct pollfd pfd = { .fd = p->lfd, .events = POLLIN };
-	ck_assert_int_eq(poll(&pfd, 1, 10000), 1);
-	int fd = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = tcp_pair_accept(p->lfd, 10000);
 	ck_assert_int_ge(fd, 0);
-	struct stk_conn *conn = attach(fd, false, p->prov);
+	struct stk_conn *conn = stk_pair_attach(fd, false, p->prov);
 	ck_assert_ptr_nonnull(conn);
 	char a;
-	pfd.fd = p->back[0];
+	struct pollfd pfd = { .fd = p->back[0], .events = POLLIN };
 	ck_assert_int_eq(poll(&pfd, 1, 10000), 1);
 	ck_assert_int_eq(read(p->back[0], &a, 1), 1);
 	__atomic_store_n(&the_conn, conn, __ATOMIC_RELEASE);
@@ -180,24 +145,15 @@ static struct stk_conn *pair_start(struct pair *p, int prov_index, child_fn fn)
 
 static int pair_wait(struct pair *p)
 {
-	int status = 0;
-	for (int i = 0; i < 1000; i++) {
-		if (waitpid(p->child, &status, WNOHANG) == p->child)
-			goto done;
-		usleep(10000);
-	}
-	kill(p->child, SIGKILL);
-	waitpid(p->child, &status, 0);
-	return -1;
-done:
+	int rc = tcp_pair_wait_child(p->child, 10000);
+	if (rc < 0)
+		return rc;
 	close(p->lfd);
 	close(p->go[0]);
 	close(p->go[1]);
 	close(p->back[0]);
 	close(p->back[1]);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return WEXITSTATUS(status);
+	return rc;
 }
 
 static void pair_close(struct pair *p, struct stk_conn *conn)
@@ -437,12 +393,10 @@ END_TEST
 
 static int pool_client_conn(struct pair *p, struct stk_conn **out)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || stk_nego_mark_syn(fd, AF_INET) != 0 ||
-	    connect(fd, (const struct sockaddr *)&p->addr, sizeof(p->addr)) != 0 ||
-	    stk_nego_unmark(fd, AF_INET) != 0)
+	int fd = stk_pair_connect(&p->addr, STK_PAIR_MARK);
+	if (fd < 0)
 		return -1;
-	*out = attach(fd, true, p->prov);
+	*out = stk_pair_attach(fd, true, p->prov);
 	return *out ? 0 : -1;
 }
 
@@ -531,11 +485,9 @@ START_TEST(pair_thread_pool)
 	struct pool pl = { .closed = 0 };
 	pl.conn[0] = pair_start(&p, _i, pool_child);
 	for (int i = 1; i < POOL_CONNS; i++) {
-		struct pollfd pfd = { .fd = p.lfd, .events = POLLIN };
-		ck_assert_int_eq(poll(&pfd, 1, 10000), 1);
-		int fd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
+		int fd = tcp_pair_accept(p.lfd, 10000);
 		ck_assert_int_ge(fd, 0);
-		pl.conn[i] = attach(fd, false, p.prov);
+		pl.conn[i] = stk_pair_attach(fd, false, p.prov);
 		ck_assert_ptr_nonnull(pl.conn[i]);
 		__atomic_store_n(&more_conns[i], pl.conn[i], __ATOMIC_RELEASE);
 	}
@@ -583,9 +535,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_main_run(suite());
 }

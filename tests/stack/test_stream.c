@@ -29,23 +29,18 @@
 #include "stack/stk_migrate.h"
 #include "stack/stk_nego.h"
 #include "stack/stk_stream.h"
+#include "../lib/stk_pair.h"
+#include "../lib/tcp_pair.h"
+#include "../lib/check_main.h"
 
 static const char *const providers[] = { "shm", "tcp" };
 
 static void config(const char *prov)
 {
-	snprintf(stk_cfg.providers, sizeof(stk_cfg.providers), "%s", prov);
-	stk_cfg.enabled = true;
-	stk_cfg.spin_us = 20;
+	stk_pair_config(prov);
 	/* server and client threads share 2 busy cores: the first HELLO may take
 	 * longer than the 5 ms default to be sent */
 	stk_cfg.nego_wait_ms = 100;
-	stk_cfg.window_bytes = 256 * 1024;
-	stk_cfg.batch = 16;
-	const char *log = getenv("FABSOCK_LOG");
-	stk_log_level = log ? stk_log_level_parse(log) : STK_LOG_WARN;
-	if (stk_log_level < 0)
-		stk_log_level = STK_LOG_WARN;
 }
 
 /* ---- plumbing: a listener, a forked client, bounded waits ---- */
@@ -60,49 +55,30 @@ struct pair {
 
 static void pair_listen(struct pair *p, bool save_syn)
 {
-	p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	p->lfd = tcp_pair_listen(&p->addr, SOCK_CLOEXEC, 8);
 	ck_assert_int_ge(p->lfd, 0);
-	memset(&p->addr, 0, sizeof(p->addr));
-	p->addr.sin_family = AF_INET;
-	p->addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	p->accel = save_syn;
 	ck_assert_int_eq(pipe(p->ready), 0);
-	ck_assert_int_eq(bind(p->lfd, (struct sockaddr *)&p->addr, sizeof(p->addr)), 0);
-	socklen_t len = sizeof(p->addr);
-	ck_assert_int_eq(getsockname(p->lfd, (struct sockaddr *)&p->addr, &len), 0);
-	ck_assert_int_eq(listen(p->lfd, 8), 0);
 }
 
-/* In the child: a connected socket, marked or not. */
+/* In the child: a connected socket, marked or not; exits 90..94 on failure. */
 static int client_connect(const struct pair *p, bool mark)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		_exit(90);
 	static bool ready; /* per process: the server said go once */
 	char go;
 	if (!ready && read(p->ready[0], &go, 1) != 1)
 		_exit(94);
 	ready = true;
-	/* a destination seen before: the client waits up to 1 s for the HELLO, so a
-	 * loaded machine cannot turn these tests into fallbacks (the 5 ms path for
-	 * unknown destinations is covered by the fallback tests) */
-	if (mark && p->accel)
-		stk_nego_cache_put((const struct sockaddr *)&p->addr, STK_PEER_CAPABLE);
-	if (mark && stk_nego_mark_syn(fd, AF_INET) != 0)
-		_exit(91);
-	if (connect(fd, (const struct sockaddr *)&p->addr, sizeof(p->addr)) != 0)
-		_exit(92);
-	if (mark && stk_nego_unmark(fd, AF_INET) != 0)
-		_exit(93);
+	int flags = mark ? STK_PAIR_MARK | (p->accel ? STK_PAIR_KNOWN : 0) : 0;
+	int fd = stk_pair_connect(&p->addr, flags);
+	if (fd < 0)
+		_exit(89 - fd);
 	return fd;
 }
 
 static int server_accept(struct pair *p)
 {
-	struct pollfd pfd = { .fd = p->lfd, .events = POLLIN };
-	ck_assert_int_eq(poll(&pfd, 1, 10000), 1);
-	int fd = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = tcp_pair_accept(p->lfd, 10000);
 	ck_assert_int_ge(fd, 0);
 	return fd;
 }
@@ -126,39 +102,10 @@ static void pair_fork(struct pair *p, int (*client)(struct pair *p, const char *
 
 static int pair_wait(struct pair *p)
 {
-	int status = 0;
-	for (int i = 0; i < 6000; i++) {
-		pid_t r = waitpid(p->child, &status, WNOHANG);
-		if (r == p->child)
-			break;
-		if (i == 5999) {
-			kill(p->child, SIGKILL);
-			waitpid(p->child, &status, 0);
-			return -1;
-		}
-		usleep(10000);
-	}
-	close(p->lfd);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return WEXITSTATUS(status);
-}
-
-static struct stk_conn *attach_ok(int fd, bool client, const char *prov)
-{
-	struct stk_conn *conn = NULL;
-	struct stk_attach_info info;
-	int ret = stk_accel_attach(fd, client, &conn, &info);
-	if (ret != 0) {
-		fprintf(stderr, "%s attach over %s: %d (%s)\n", client ? "client" : "server", prov,
-			ret, info.reason);
-		return NULL;
-	}
-	if (strcmp(info.provider, prov) != 0) {
-		fprintf(stderr, "attached over %s, wanted %s\n", info.provider, prov);
-		return NULL;
-	}
-	return conn;
+	int rc = tcp_pair_wait_child(p->child, 60000);
+	if (rc >= 0)
+		close(p->lfd);
+	return rc;
 }
 
 /* Server side of an accelerated pair (config, listener, forked client,
@@ -170,7 +117,7 @@ static struct stk_conn *accel_pair(struct pair *p, int (*client)(struct pair *p,
 	pair_listen(p, true);
 	pair_fork(p, client, prov);
 	int fd = server_accept(p);
-	struct stk_conn *conn = attach_ok(fd, false, prov);
+	struct stk_conn *conn = stk_pair_attach(fd, false, prov);
 	ck_assert_ptr_nonnull(conn);
 	return conn;
 }
@@ -207,7 +154,7 @@ static ssize_t send_all(struct stk_conn *conn, const void *buf, size_t len)
 static int echo_client(struct pair *p, const char *prov)
 {
 	int fd = client_connect(p, true);
-	struct stk_conn *conn = attach_ok(fd, true, prov);
+	struct stk_conn *conn = stk_pair_attach(fd, true, prov);
 	if (!conn)
 		return 1;
 	size_t max = 1u << 20;
@@ -286,7 +233,7 @@ static uint64_t checksum(uint64_t sum, const uint8_t *p, size_t len)
 static int bulk_client(struct pair *p, const char *prov)
 {
 	int fd = client_connect(p, true);
-	struct stk_conn *conn = attach_ok(fd, true, prov);
+	struct stk_conn *conn = stk_pair_attach(fd, true, prov);
 	if (!conn)
 		return 1;
 	size_t chunk = 1u << 20;
@@ -337,7 +284,7 @@ END_TEST
 static int slow_client(struct pair *p, const char *prov)
 {
 	int fd = client_connect(p, true);
-	struct stk_conn *conn = attach_ok(fd, true, prov);
+	struct stk_conn *conn = stk_pair_attach(fd, true, prov);
 	if (!conn)
 		return 1;
 	static uint8_t buf[65536];
@@ -396,7 +343,7 @@ END_TEST
 static int half_client(struct pair *p, const char *prov)
 {
 	int fd = client_connect(p, true);
-	struct stk_conn *conn = attach_ok(fd, true, prov);
+	struct stk_conn *conn = stk_pair_attach(fd, true, prov);
 	if (!conn)
 		return 1;
 	if (send_all(conn, "hello world", 11) != 11)
@@ -437,7 +384,7 @@ END_TEST
 static int closer_client(struct pair *p, const char *prov)
 {
 	int fd = client_connect(p, true);
-	struct stk_conn *conn = attach_ok(fd, true, prov);
+	struct stk_conn *conn = stk_pair_attach(fd, true, prov);
 	if (!conn)
 		return 1;
 	return stk_close(conn, false) == 0 ? 0 : 2;
@@ -482,7 +429,7 @@ END_TEST
 static int abort_client(struct pair *p, const char *prov)
 {
 	int fd = client_connect(p, true);
-	struct stk_conn *conn = attach_ok(fd, true, prov);
+	struct stk_conn *conn = stk_pair_attach(fd, true, prov);
 	if (!conn)
 		return 1;
 	if (send_all(conn, "data", 4) != 4)
@@ -493,7 +440,7 @@ static int abort_client(struct pair *p, const char *prov)
 static int death_client(struct pair *p, const char *prov)
 {
 	int fd = client_connect(p, true);
-	struct stk_conn *conn = attach_ok(fd, true, prov);
+	struct stk_conn *conn = stk_pair_attach(fd, true, prov);
 	if (!conn)
 		return 1;
 	usleep(100000); /* let the server block in recv */
@@ -592,7 +539,7 @@ static int many_client(struct pair *p, const char *prov)
 {
 	struct stk_conn *conns[MANY];
 	for (unsigned i = 0; i < MANY; i++) {
-		conns[i] = attach_ok(client_connect(p, true), true, prov);
+		conns[i] = stk_pair_attach(client_connect(p, true), true, prov);
 		if (!conns[i])
 			return 1;
 	}
@@ -622,7 +569,7 @@ START_TEST(test_many_conns_threads)
 	pair_fork(&p, many_client, prov);
 	struct stk_conn *conns[MANY];
 	for (unsigned i = 0; i < MANY; i++) {
-		conns[i] = attach_ok(server_accept(&p), false, prov);
+		conns[i] = stk_pair_attach(server_accept(&p), false, prov);
 		ck_assert_ptr_nonnull(conns[i]);
 	}
 	for (unsigned round = 0; round < 4; round++)
@@ -957,9 +904,5 @@ static Suite *stack_suite(void)
 
 int main(void)
 {
-	SRunner *runner = srunner_create(stack_suite());
-	srunner_run_all(runner, CK_NORMAL);
-	int failed = srunner_ntests_failed(runner);
-	srunner_free(runner);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_main_run(stack_suite());
 }

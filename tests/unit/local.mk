@@ -27,7 +27,7 @@ tests_unit_test_real_SOURCES = tests/unit/test_real.c tests/unit/unit_main.c \
 tests_unit_test_real_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_real_LDADD = $(UNIT_LIBS) -ldl
 
-# stk_peer: the checks of what a negotiation peer says (issue 13).
+# stk_peer: the checks of what a negotiation peer says.
 check_PROGRAMS += tests/unit/test_peer
 TESTS += tests/unit/test_peer
 tests_unit_test_peer_SOURCES = tests/unit/test_peer.c tests/unit/unit_main.c tests/unit/unit.h
