@@ -2,11 +2,11 @@
 # A launched server among hostile peers (stk_peer.h, stk_lazy.h): a client that
 # speaks the negotiation as an attacker (tests/accel/hostile.py) tries, in turn:
 #  - mutate: 300 valid REPLYs with random bytes changed, 16 connections at a
-#    time (the server crashed in libfabric on peer-supplied shm names);
+#    time (peer-supplied shm names reach libfabric only after the checks);
 #  - truncate: a REPLY cut short, then app data, then SHUT_WR: the server app
-#    must get every byte and the end of stream (it was pinned forever);
+#    must get every byte and the end of stream, not stay pinned;
 #  - steer: REPLYs choosing tcp with the address of a listener of the attacker:
-#    the server must never connect to it (it did, and sent 56 bytes);
+#    the server must never connect to it nor send it a byte;
 #  - silent: 1000 marked connections that never answer the HELLO;
 #  - halfopen: 300 connections that send a third of a REPLY and stall;
 #  - hserver: the other way round, a launched client against a server that

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Coverage of the behaviour suite: every libc name libfabsock must interpose
-# (issue 2, item 3) is (a) defined and exported by libfabsock.so and (b)
+# (tests/preload/exports.sh lists them) is (a) defined and exported by libfabsock.so and (b)
 # called by at least one behaviour program (an undefined reference in its
 # binary, so the call really goes through the dynamic symbol the preload
 # replaces). A new wrapper without a behaviour test, or a test that stops

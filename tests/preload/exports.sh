@@ -1,5 +1,5 @@
 #!/bin/sh
-# libfabsock.so exports every interposed libc name of the foundation issue, the
+# libfabsock.so exports every interposed libc name (the socket, data, readiness and fd calls), the
 # exec/spawn family (fork-exec migration), the byte paths glibc takes around the
 # socket calls (splice, dprintf, aio, syscall...), the public fsk_ API, and nothing else (visibility + version script).
 set -u
