@@ -133,6 +133,49 @@ static ssize_t xfer(bool accel, struct stk_conn *conn, int fd, void *buf, bool s
 	return send_it ? send(fd, buf, MSG, 0) : recv(fd, buf, MSG, MSG_WAITALL);
 }
 
+/* The echo side, in the forked child: connect once go[0] says so, then
+ * answer every message; exits (0 when all went through). */
+static _Noreturn void echo_child(const struct sockaddr_in *addr, int lfd, const int go[2],
+				 bool accel, enum mode mode, long iters)
+{
+	alarm(120);
+	close(lfd);
+	char g;
+	if (read(go[0], &g, 1) != 1)
+		_exit(2);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (accel) {
+		stk_nego_cache_put((const struct sockaddr *)addr, STK_PEER_CAPABLE);
+		stk_nego_mark_syn(fd, AF_INET);
+	}
+	if (connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0)
+		_exit(3);
+	struct stk_conn *conn = NULL;
+	if (accel) {
+		struct stk_attach_info info;
+		stk_nego_unmark(fd, AF_INET);
+		if (stk_accel_attach(fd, true, &conn, &info) != 0)
+			_exit(4);
+		the_conn = conn;
+		stk_ready_lookup = lookup;
+	}
+	struct waiter w;
+	waiter_init(&w, mode, accel, fd, conn);
+	char buf[MSG];
+	for (long i = 0; i < iters; i++) {
+		wait_readable(&w);
+		if (xfer(accel, conn, fd, buf, false) != MSG ||
+		    xfer(accel, conn, fd, buf, true) != MSG)
+			_exit(5);
+	}
+	if (accel)
+		stk_close(conn, false);
+	shm_cleanup_self();
+	_exit(0);
+}
+
 static void run(const char *prov, bool accel, enum mode mode, long iters)
 {
 	struct sockaddr_in addr;
@@ -150,45 +193,8 @@ static void run(const char *prov, bool accel, enum mode mode, long iters)
 	pid_t child = fork();
 	if (child < 0)
 		die("fork");
-	if (child == 0) {
-		/* echo side */
-		alarm(120);
-		close(lfd);
-		char g;
-		if (read(go[0], &g, 1) != 1)
-			_exit(2);
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		int one = 1;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (accel) {
-			stk_nego_cache_put((struct sockaddr *)&addr, STK_PEER_CAPABLE);
-			stk_nego_mark_syn(fd, AF_INET);
-		}
-		if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0)
-			_exit(3);
-		struct stk_conn *conn = NULL;
-		if (accel) {
-			struct stk_attach_info info;
-			stk_nego_unmark(fd, AF_INET);
-			if (stk_accel_attach(fd, true, &conn, &info) != 0)
-				_exit(4);
-			the_conn = conn;
-			stk_ready_lookup = lookup;
-		}
-		struct waiter w;
-		waiter_init(&w, mode, accel, fd, conn);
-		char buf[MSG];
-		for (long i = 0; i < iters; i++) {
-			wait_readable(&w);
-			if (xfer(accel, conn, fd, buf, false) != MSG ||
-			    xfer(accel, conn, fd, buf, true) != MSG)
-				_exit(5);
-		}
-		if (accel)
-			stk_close(conn, false);
-		shm_cleanup_self();
-		_exit(0);
-	}
+	if (child == 0)
+		echo_child(&addr, lfd, go, accel, mode, iters);
 	if (accel && stk_accel_listen(lfd) != 0)
 		die("stk_accel_listen");
 	if (write(go[1], "g", 1) != 1)

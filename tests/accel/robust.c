@@ -253,15 +253,111 @@ static void wait_signals(void)
 	out("signals: USR1 and INT handled on application threads\n");
 }
 
+/* What the launcher may change in the process, recorded before its first
+ * socket: compared after the first round by check_unchanged. */
+struct before {
+	cpu_set_t main0, app0;
+	struct sigaction saved[NWATCHED];
+};
+
+/* Server: accept one connection, echo it to EOF. 1 when it cannot start. */
+static int run_server(const struct sockaddr_in *sin, const struct before *b)
+{
+	char buf[1024];
+	int fd, lfd, one = 1;
+	long n;
+
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (const struct sockaddr *)sin, sizeof(*sin)) || listen(lfd, 4)) {
+		perror("robust: bind/listen");
+		return 1;
+	}
+	out("listening\n");
+	do
+		fd = accept(lfd, NULL, NULL);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0) {
+		perror("robust: accept");
+		return 1;
+	}
+	out("accepted\n");
+	/* echo until the client's first pause (it waits for its echo) */
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || write_all(fd, buf, (size_t)n))
+			break;
+		if (buf[n - 1] == '!')
+			break; /* the client's last byte of the first round */
+	}
+	out("echoed the first round\n");
+	check_unchanged(&b->main0, &b->app0, b->saved);
+	wait_signals();
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || write_all(fd, buf, (size_t)n))
+			break;
+	}
+	out("peer closed\n");
+	close(fd);
+	close(lfd);
+	return 0;
+}
+
+/* Client: send want bytes in 1 KiB writes, each echo read back, then one more
+ * after the signals. 1 when it cannot start. */
+static int run_client(const struct sockaddr_in *sin, long want, const struct before *b)
+{
+	char buf[1024];
+	char *tx, *rx;
+	int fd;
+	long n;
+
+	if (want < 1)
+		want = 1;
+	tx = malloc((size_t)want);
+	rx = malloc((size_t)want);
+	if (!tx || !rx)
+		return 1;
+	for (n = 0; n < want; n++)
+		tx[n] = (char)('a' + n % 26);
+	tx[want - 1] = '!';
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(fd, (const struct sockaddr *)sin, sizeof(*sin))) {
+		perror("robust: connect");
+		return 1;
+	}
+	out("connected\n");
+	/* 1 KiB at a time, each echo read before the next write */
+	for (n = 0; n < want; n += (long)sizeof(buf)) {
+		size_t k = (size_t)(want - n < (long)sizeof(buf) ? want - n : (long)sizeof(buf));
+
+		if (write_all(fd, tx + n, k) || read_all(fd, rx + n, k))
+			break;
+	}
+	if (n < want || memcmp(tx, rx, (size_t)want))
+		fail("first round: echo differs");
+	out("first round: %ld bytes echoed\n", want);
+	check_unchanged(&b->main0, &b->app0, b->saved);
+	wait_signals();
+	if (write_all(fd, "x", 1) || read_all(fd, buf, 1) || buf[0] != 'x')
+		fail("the connection does not work after the signals");
+	out("after the signals: the connection works\n");
+	close(fd);
+	free(tx);
+	free(rx);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	struct sigaction saved[NWATCHED];
+	struct before b;
 	struct sockaddr_in sin = {.sin_family = AF_INET};
-	cpu_set_t main0, app0;
 	pthread_t th;
-	char buf[1024], cpus[256];
-	int server, fd, lfd = -1, one = 1, i;
-	long n;
+	char cpus[256];
+	int server, i, ret;
 
 	if (argc < 3 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")) ||
 	    (argv[1][0] == 'c' && argc < 4)) {
@@ -270,93 +366,21 @@ int main(int argc, char **argv)
 	}
 	server = argv[1][0] == 's';
 	main_tid = my_tid();
-	sched_getaffinity(0, sizeof(main0), &main0);
-	cpus_text(&main0, cpus, sizeof(cpus));
+	sched_getaffinity(0, sizeof(b.main0), &b.main0);
+	cpus_text(&b.main0, cpus, sizeof(cpus));
 	out("affinity at launch: %s\n", cpus);
-	install_handlers(saved);
+	install_handlers(b.saved);
 	if (pipe(app_pipe) != 0 || pthread_create(&th, NULL, app_thread, NULL) != 0)
 		return 1;
 	for (i = 0; i < 1000 && !app_tid; i++)
 		usleep(1000);
-	sched_getaffinity(app_tid, sizeof(app0), &app0);
+	sched_getaffinity(app_tid, sizeof(b.app0), &b.app0);
 
 	sin.sin_port = htons((uint16_t)atoi(argv[2]));
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (server) {
-		lfd = socket(AF_INET, SOCK_STREAM, 0);
-		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) || listen(lfd, 4)) {
-			perror("robust: bind/listen");
-			return 1;
-		}
-		out("listening\n");
-		do
-			fd = accept(lfd, NULL, NULL);
-		while (fd < 0 && errno == EINTR);
-		if (fd < 0) {
-			perror("robust: accept");
-			return 1;
-		}
-		out("accepted\n");
-		/* echo until the client's first pause (it waits for its echo) */
-		while ((n = read(fd, buf, sizeof(buf))) != 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 || write_all(fd, buf, (size_t)n))
-				break;
-			if (buf[n - 1] == '!')
-				break; /* the client's last byte of the first round */
-		}
-		out("echoed the first round\n");
-		check_unchanged(&main0, &app0, saved);
-		wait_signals();
-		while ((n = read(fd, buf, sizeof(buf))) != 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 || write_all(fd, buf, (size_t)n))
-				break;
-		}
-		out("peer closed\n");
-		close(fd);
-		close(lfd);
-	} else {
-		long want = atol(argv[3]);
-		char *tx, *rx;
-
-		if (want < 1)
-			want = 1;
-		tx = malloc((size_t)want);
-		rx = malloc((size_t)want);
-		if (!tx || !rx)
-			return 1;
-		for (n = 0; n < want; n++)
-			tx[n] = (char)('a' + n % 26);
-		tx[want - 1] = '!';
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin))) {
-			perror("robust: connect");
-			return 1;
-		}
-		out("connected\n");
-		/* 1 KiB at a time, each echo read before the next write */
-		for (n = 0; n < want; n += (long)sizeof(buf)) {
-			size_t k = (size_t)(want - n < (long)sizeof(buf) ? want - n : (long)sizeof(buf));
-
-			if (write_all(fd, tx + n, k) || read_all(fd, rx + n, k))
-				break;
-		}
-		if (n < want || memcmp(tx, rx, (size_t)want))
-			fail("first round: echo differs");
-		out("first round: %ld bytes echoed\n", want);
-		check_unchanged(&main0, &app0, saved);
-		wait_signals();
-		if (write_all(fd, "x", 1) || read_all(fd, buf, 1) || buf[0] != 'x')
-			fail("the connection does not work after the signals");
-		out("after the signals: the connection works\n");
-		close(fd);
-		free(tx);
-		free(rx);
-	}
+	ret = server ? run_server(&sin, &b) : run_client(&sin, atol(argv[3]), &b);
+	if (ret)
+		return ret;
 	if (write(app_pipe[1], "", 1) != 1)
 		fail("app thread pipe");
 	pthread_join(th, NULL);

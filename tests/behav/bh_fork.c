@@ -30,25 +30,117 @@ static int child_status(pid_t pid)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* The sockets parent and child share in test_fork_shared. */
+struct shared {
+	int cfd, sfd;                /* the TCP connection's two ends */
+	int u1, u2;                  /* UDP sockets; ua: u2's address */
+	int lfd;                     /* a listener; la: its address */
+	int ep;                      /* an epoll set holding sfd (data 9) */
+	struct sockaddr_in ua, la;
+};
+
+/* Child: talk on every inherited socket, then open and use a connection of
+ * its own to the inherited listener. The failed steps, one bit each. */
+static int fork_shared_child(const struct shared *sh)
+{
+	int fails = 0, c;
+	struct epoll_event got;
+	char buf[64];
+
+	if (write(sh->cfd, "from-child", 10) != 10)
+		fails |= 1;
+	if (bh_read_all(sh->cfd, buf, 11) != 11 ||
+	    memcmp(buf, "from-parent", 11))
+		fails |= 2;
+	if (sendto(sh->u1, "udp-child", 9, 0, (const struct sockaddr *)&sh->ua,
+		   sizeof(sh->ua)) != 9)
+		fails |= 4;
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	if (c < 0 || connect(c, (const struct sockaddr *)&sh->la, sizeof(sh->la)) ||
+	    write(c, "new", 3) != 3)
+		fails |= 8;
+	/* The inherited epoll set sees the inherited socket. */
+	if (bh_read_all(sh->cfd, buf, 4) != 4 || memcmp(buf, "ping", 4))
+		fails |= 16;
+	/* The inherited epoll set is the parent's too: nothing is
+	 * readable on sfd until the child answers. */
+	if (epoll_wait(sh->ep, &got, 1, 0) != 0)
+		fails |= 64;
+	if (write(sh->cfd, "ok", 2) != 2)
+		fails |= 32;
+	/* Closing inherited fds in the child must not close the
+	 * parent's sockets. */
+	close(sh->sfd);
+	close(sh->u2);
+	close(sh->lfd);
+	close(c);
+	return fails;
+}
+
+/* Parent: what the child sent arrives on every shared socket; after the
+ * child exited, the parent's copies still work. */
+static void fork_shared_parent(const struct shared *sh, pid_t pid)
+{
+	char buf[64];
+	ssize_t n = bh_read_all(sh->sfd, buf, 10);
+	bh_say("parent read child's bytes: %d", n == 10 &&
+	       !memcmp(buf, "from-child", 10));
+	BH_CHECK(n == 10 && !memcmp(buf, "from-child", 10));
+	bh_ok("parent write", write(sh->sfd, "from-parent", 11));
+	bh_wait(sh->u2, POLLIN, 5000);
+	n = recv(sh->u2, buf, sizeof(buf), 0);
+	bh_say("parent got child's datagram: %d", n == 9 &&
+	       !memcmp(buf, "udp-child", 9));
+	BH_CHECK(n == 9);
+	int a = bh_okfd("parent accept child's connection",
+			accept(sh->lfd, NULL, NULL));
+	n = bh_read_all(a, buf, 3);
+	bh_say("  bytes: %d", n == 3 && !memcmp(buf, "new", 3));
+	BH_CHECK(n == 3 && !memcmp(buf, "new", 3));
+	bh_ok("parent write ping", write(sh->sfd, "ping", 4));
+	struct epoll_event got;
+	n = epoll_wait(sh->ep, &got, 1, 5000);
+	bh_say("parent epoll sees the reply: %zd cookie %llu", n,
+	       (unsigned long long)got.data.u64);
+	BH_CHECK(n == 1 && got.data.u64 == 9);
+	n = bh_read_all(sh->sfd, buf, 2);
+	BH_CHECK(n == 2 && !memcmp(buf, "ok", 2));
+	int st = child_status(pid);
+	bh_say("child exit status %d", st);
+	BH_CHECK(st == 0);
+	/* After the child closed its copies, the parent's still work. */
+	bh_ok("parent sendto after child exit",
+	      sendto(sh->u1, "again", 5, 0, (const struct sockaddr *)&sh->ua, sizeof(sh->ua)));
+	bh_wait(sh->u2, POLLIN, 5000);
+	bh_ok("parent recv on u2 (closed in child)", recv(sh->u2, buf, 64, 0));
+	bh_ok("parent write on tcp", write(sh->cfd, "z", 1));
+	bh_ok("parent read on tcp", bh_read_all(sh->sfd, buf, 1));
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	bh_ok("connect to listener (closed in child)",
+	      connect(c, (const struct sockaddr *)&sh->la, sizeof(sh->la)));
+	int b = bh_okfd("accept", accept(sh->lfd, NULL, NULL));
+	close(b);
+	close(c);
+	close(a);
+}
+
 static void test_fork_shared(void)
 {
-	int cfd, sfd, u1, u2, lfd, ep;
-	struct sockaddr_in ua, la;
-	socklen_t len = sizeof(ua);
-	char buf[64];
+	struct shared sh;
+	socklen_t len = sizeof(sh.ua);
 	pid_t pid;
 
 	bh_say("-- fork: parent and child share sockets");
-	bh_tcp_pair(&cfd, &sfd, 0);
-	u1 = bh_udp_bound(0);
-	u2 = bh_udp_bound(0);
-	getsockname(u2, (struct sockaddr *)&ua, &len);
-	lfd = bh_listener(0);
-	len = sizeof(la);
-	getsockname(lfd, (struct sockaddr *)&la, &len);
-	ep = epoll_create1(0);
+	bh_tcp_pair(&sh.cfd, &sh.sfd, 0);
+	sh.u1 = bh_udp_bound(0);
+	sh.u2 = bh_udp_bound(0);
+	getsockname(sh.u2, (struct sockaddr *)&sh.ua, &len);
+	sh.lfd = bh_listener(0);
+	len = sizeof(sh.la);
+	getsockname(sh.lfd, (struct sockaddr *)&sh.la, &len);
+	sh.ep = epoll_create1(0);
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 9 };
-	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+	epoll_ctl(sh.ep, EPOLL_CTL_ADD, sh.sfd, &ev);
 
 	fflush(stdout);
 	pid = fork();
@@ -56,88 +148,15 @@ static void test_fork_shared(void)
 		bh_ok("fork", pid);
 		return;
 	}
-	if (pid == 0) {
-		/* Child: talk on every inherited socket, then open and use
-		 * a connection of its own to the inherited listener. */
-		int fails = 0, c;
-		struct epoll_event got;
-
-		if (write(cfd, "from-child", 10) != 10)
-			fails |= 1;
-		if (bh_read_all(cfd, buf, 11) != 11 ||
-		    memcmp(buf, "from-parent", 11))
-			fails |= 2;
-		if (sendto(u1, "udp-child", 9, 0, (struct sockaddr *)&ua,
-			   sizeof(ua)) != 9)
-			fails |= 4;
-		c = socket(AF_INET, SOCK_STREAM, 0);
-		if (c < 0 || connect(c, (struct sockaddr *)&la, sizeof(la)) ||
-		    write(c, "new", 3) != 3)
-			fails |= 8;
-		/* The inherited epoll set sees the inherited socket. */
-		if (bh_read_all(cfd, buf, 4) != 4 || memcmp(buf, "ping", 4))
-			fails |= 16;
-		/* The inherited epoll set is the parent's too: nothing is
-		 * readable on sfd until the child answers. */
-		if (epoll_wait(ep, &got, 1, 0) != 0)
-			fails |= 64;
-		if (write(cfd, "ok", 2) != 2)
-			fails |= 32;
-		/* Closing inherited fds in the child must not close the
-		 * parent's sockets. */
-		close(sfd);
-		close(u2);
-		close(lfd);
-		close(c);
-		_exit(fails);
-	}
-	/* Parent. */
-	ssize_t n = bh_read_all(sfd, buf, 10);
-	bh_say("parent read child's bytes: %d", n == 10 &&
-	       !memcmp(buf, "from-child", 10));
-	BH_CHECK(n == 10 && !memcmp(buf, "from-child", 10));
-	bh_ok("parent write", write(sfd, "from-parent", 11));
-	bh_wait(u2, POLLIN, 5000);
-	n = recv(u2, buf, sizeof(buf), 0);
-	bh_say("parent got child's datagram: %d", n == 9 &&
-	       !memcmp(buf, "udp-child", 9));
-	BH_CHECK(n == 9);
-	int a = bh_okfd("parent accept child's connection",
-			accept(lfd, NULL, NULL));
-	n = bh_read_all(a, buf, 3);
-	bh_say("  bytes: %d", n == 3 && !memcmp(buf, "new", 3));
-	BH_CHECK(n == 3 && !memcmp(buf, "new", 3));
-	bh_ok("parent write ping", write(sfd, "ping", 4));
-	struct epoll_event got;
-	n = epoll_wait(ep, &got, 1, 5000);
-	bh_say("parent epoll sees the reply: %zd cookie %llu", n,
-	       (unsigned long long)got.data.u64);
-	BH_CHECK(n == 1 && got.data.u64 == 9);
-	n = bh_read_all(sfd, buf, 2);
-	BH_CHECK(n == 2 && !memcmp(buf, "ok", 2));
-	int st = child_status(pid);
-	bh_say("child exit status %d", st);
-	BH_CHECK(st == 0);
-	/* After the child closed its copies, the parent's still work. */
-	bh_ok("parent sendto after child exit",
-	      sendto(u1, "again", 5, 0, (struct sockaddr *)&ua, sizeof(ua)));
-	bh_wait(u2, POLLIN, 5000);
-	bh_ok("parent recv on u2 (closed in child)", recv(u2, buf, 64, 0));
-	bh_ok("parent write on tcp", write(cfd, "z", 1));
-	bh_ok("parent read on tcp", bh_read_all(sfd, buf, 1));
-	int c = socket(AF_INET, SOCK_STREAM, 0);
-	bh_ok("connect to listener (closed in child)",
-	      connect(c, (struct sockaddr *)&la, sizeof(la)));
-	int b = bh_okfd("accept", accept(lfd, NULL, NULL));
-	close(b);
-	close(c);
-	close(a);
-	close(cfd);
-	close(sfd);
-	close(u1);
-	close(u2);
-	close(lfd);
-	close(ep);
+	if (pid == 0)
+		_exit(fork_shared_child(&sh));
+	fork_shared_parent(&sh, pid);
+	close(sh.cfd);
+	close(sh.sfd);
+	close(sh.u1);
+	close(sh.u2);
+	close(sh.lfd);
+	close(sh.ep);
 }
 
 /* The child closes its copy of a connection: the parent's copy keeps it

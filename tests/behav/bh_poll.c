@@ -140,23 +140,13 @@ static void test_poll(void)
 	close(pfd[1]);
 }
 
-static void test_select(void)
+/* An idle set (only cfd writable), then data on the TCP socket and the pipe:
+ * exactly those two readable. */
+static void select_ready(int cfd, int sfd, int u, const int pfd[2], int maxfd)
 {
-	int cfd, sfd, u, pfd[2], maxfd, ret, bad = bh_closed_fd();
-	fd_set rd, wr, ex;
+	fd_set rd, wr;
 	struct timeval tv;
-
-	bh_say("-- select and pselect");
-	bh_tcp_pair(&cfd, &sfd, 0);
-	u = bh_udp_bound(0);
-	pipe(pfd);
-	maxfd = cfd;
-	if (sfd > maxfd)
-		maxfd = sfd;
-	if (u > maxfd)
-		maxfd = u;
-	if (pfd[0] > maxfd)
-		maxfd = pfd[0];
+	int ret;
 
 	FD_ZERO(&rd);
 	FD_ZERO(&wr);
@@ -191,6 +181,14 @@ static void test_select(void)
 	       FD_ISSET(pfd[0], &rd));
 	BH_CHECK(ret == 2 && FD_ISSET(sfd, &rd) && FD_ISSET(pfd[0], &rd) &&
 		 !FD_ISSET(u, &rd));
+}
+
+/* Timeouts on an idle UDP socket, and the errors select reports. */
+static void select_timeouts_and_errors(int u)
+{
+	int bad = bh_closed_fd();
+	fd_set rd;
+	struct timeval tv;
 
 	/* Timeout: the kernel updates the timeval (Linux semantics). */
 	FD_ZERO(&rd);
@@ -217,8 +215,13 @@ static void test_select(void)
 	tv.tv_usec = -1;
 	bh_err("select(bad timeval)", select(1, NULL, NULL, NULL, &tv), EINVAL);
 	bh_err("select(nfds -1)", select(-1, NULL, NULL, NULL, NULL), EINVAL);
+}
 
-	/* pselect: timespec left untouched, signal mask applied. */
+/* pselect: timespec left untouched, signal mask applied. */
+static void pselect_mask(int sfd, int u)
+{
+	fd_set rd, ex;
+	int ret;
 	struct timespec ts = { 0, 20000000 };
 	sigset_t mask;
 	sigemptyset(&mask);
@@ -238,8 +241,13 @@ static void test_select(void)
 	bh_say("  sfd readable %d exceptional %d", FD_ISSET(sfd, &rd),
 	       FD_ISSET(sfd, &ex));
 	BH_CHECK(ret == 1 && FD_ISSET(sfd, &rd));
+}
 
-	/* MSG_OOB makes the exceptional set fire. */
+/* MSG_OOB makes the exceptional set fire. */
+static void select_oob(int cfd, int sfd)
+{
+	fd_set ex;
+	struct timeval tv;
 	char c;
 	read(sfd, &c, 1);
 	send(cfd, "!", 1, MSG_OOB);
@@ -253,6 +261,28 @@ static void test_select(void)
 	}
 	bh_say("exceptional after MSG_OOB: %d", FD_ISSET(sfd, &ex));
 	BH_CHECK(FD_ISSET(sfd, &ex));
+}
+
+static void test_select(void)
+{
+	int cfd, sfd, u, pfd[2], maxfd;
+
+	bh_say("-- select and pselect");
+	bh_tcp_pair(&cfd, &sfd, 0);
+	u = bh_udp_bound(0);
+	pipe(pfd);
+	maxfd = cfd;
+	if (sfd > maxfd)
+		maxfd = sfd;
+	if (u > maxfd)
+		maxfd = u;
+	if (pfd[0] > maxfd)
+		maxfd = pfd[0];
+
+	select_ready(cfd, sfd, u, pfd, maxfd);
+	select_timeouts_and_errors(u);
+	pselect_mask(sfd, u);
+	select_oob(cfd, sfd);
 	close(cfd);
 	close(sfd);
 	close(u);

@@ -10,13 +10,21 @@ fdp_rel_unit_sources = \
 	tests/fabric/rel_sim.h \
 	tests/fabric/rel_sim.c
 fdp_rel_unit_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
+# the small-scenario harness of test_rel and test_rel_timers
+fdp_rel_small_sources = tests/fabric/rel_small.h tests/fabric/rel_small.c
 
-check_PROGRAMS += tests/fabric/test_rel tests/fabric/test_msg
-TESTS += tests/fabric/test_rel tests/fabric/test_msg
+check_PROGRAMS += tests/fabric/test_rel tests/fabric/test_rel_timers tests/fabric/test_msg
+TESTS += tests/fabric/test_rel tests/fabric/test_rel_timers tests/fabric/test_msg
 
-tests_fabric_test_rel_SOURCES = tests/fabric/test_rel.c $(fdp_rel_unit_sources)
+tests_fabric_test_rel_SOURCES = tests/fabric/test_rel.c $(fdp_rel_small_sources) \
+	$(fdp_rel_unit_sources)
 tests_fabric_test_rel_CFLAGS = $(fdp_rel_unit_cflags)
 tests_fabric_test_rel_LDADD = $(CHECK_LIBS)
+
+tests_fabric_test_rel_timers_SOURCES = tests/fabric/test_rel_timers.c $(fdp_rel_small_sources) \
+	$(fdp_rel_unit_sources)
+tests_fabric_test_rel_timers_CFLAGS = $(fdp_rel_unit_cflags)
+tests_fabric_test_rel_timers_LDADD = $(CHECK_LIBS)
 
 tests_fabric_test_msg_SOURCES = tests/fabric/test_msg.c $(fdp_rel_unit_sources)
 tests_fabric_test_msg_CFLAGS = $(fdp_rel_unit_cflags)

@@ -1,9 +1,9 @@
 /*
  * test_rel.c - unit tests of the reliability engine (fdp_rel) and the
  * segmentation layer over a simulated lossy link (rel_sim): exactly-once,
- * in-order, byte-exact delivery under loss/duplication/reordering, RTT
- * estimation, fast retransmit, unreachable peers, malformed frames, and
- * sequence wrap-around.
+ * in-order, byte-exact delivery under loss/duplication/reordering, sequence
+ * wrap-around, the receive ring budget, malformed frames. Timers and
+ * retransmission are test_rel_timers.c.
  */
 #include "config.h"
 
@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "rel_sim.h"
-
-#define MIB (1u << 20)
+#include "rel_small.h"
+#include "../lib/check_main.h"
 
 /* ------------------------------------------------------------ stream harness */
 
@@ -254,383 +254,6 @@ START_TEST(test_seq_wrap)
 }
 END_TEST
 
-/* ------------------------------------------------------------ small-scenario harness */
-
-static int g_sent_ok, g_sent_err, g_recv_ok, g_recv_err;
-static uint64_t g_last_err_time;
-static struct sim *g_sim;
-
-static void count_send_done(struct fdp_msg_ep *m, struct fdp_msg_tx *tx, int err)
-{
-	(void)m;
-	(void)tx;
-	if (err) {
-		ck_assert_int_eq(err, -FI_EHOSTUNREACH);
-		g_sent_err++;
-		g_last_err_time = g_sim->now;
-	} else {
-		g_sent_ok++;
-	}
-}
-
-static void count_recv_done(struct fdp_msg_ep *m, struct fdp_msg_rx *rx,
-			    const struct fdp_msg_rx_info *info)
-{
-	(void)m;
-	if (info->err)
-		g_recv_err++;
-	else
-		g_recv_ok++;
-	/* context holds the expected first byte */
-	if (!info->err && info->len > 0)
-		ck_assert_int_eq(((uint8_t *)rx->iov[0].iov_base)[0], (int)(uintptr_t)rx->context);
-}
-
-static const struct fdp_msg_ops count_ops = {
-	.send_done = count_send_done,
-	.recv_done = count_recv_done,
-};
-
-static struct sim *small_sim_n(const struct fdp_msg_cfg *cfg, uint64_t seed, int n)
-{
-	struct sim *s = calloc(1, sizeof(*s));
-
-	ck_assert_ptr_nonnull(s);
-	g_sent_ok = g_sent_err = g_recv_ok = g_recv_err = 0;
-	g_last_err_time = 0;
-	sim_init(s, n, cfg, &count_ops, seed);
-	g_sim = s;
-	return s;
-}
-
-static struct sim *small_sim(const struct fdp_msg_cfg *cfg, uint64_t seed)
-{
-	return small_sim_n(cfg, seed, 2);
-}
-
-/* transmit complete: send_done when the peer acknowledged */
-static void send_bytes(struct sim *s, int from, uint8_t *buf, size_t len)
-{
-	struct iovec iov = { buf, len };
-	ck_assert_int_eq(fdp_msg_send(&s->nodes[from].m, &s->nodes[from].peers[1 - from], &iov, 1,
-				      FDP_MSG_OP_MSG, 0, false, 0, NULL, FI_TRANSMIT_COMPLETE,
-				      s->now),
-			 0);
-}
-
-static void recv_bytes_from(struct sim *s, int at, uint8_t *buf, size_t len, int first_byte,
-			    fi_addr_t src)
-{
-	struct iovec iov = { buf, len };
-	ck_assert_int_eq(fdp_msg_recv(&s->nodes[at].m, &iov, 1, src, false, 0, 0,
-				      (void *)(uintptr_t)first_byte, 0, s->now),
-			 0);
-}
-
-static void recv_bytes(struct sim *s, int at, uint8_t *buf, size_t len, int first_byte)
-{
-	struct iovec iov = { buf, len };
-	ck_assert_int_eq(fdp_msg_recv(&s->nodes[at].m, &iov, 1, FI_ADDR_UNSPEC, false, 0, 0,
-				      (void *)(uintptr_t)first_byte, 0, s->now),
-			 0);
-}
-
-static void run_until_idle(struct sim *s, long max_steps)
-{
-	for (long i = 0; i < max_steps && sim_step(s); i++)
-		;
-}
-
-/* One 100-byte message from -> the other node (first byte b), run to idle. */
-static void exchange(struct sim *s, int from, uint8_t *buf, uint8_t *rbuf, uint8_t b)
-{
-	buf[0] = b;
-	recv_bytes(s, 1 - from, rbuf, 100, b);
-	send_bytes(s, from, buf, 100);
-	run_until_idle(s, 100000);
-}
-
-START_TEST(test_rtt_converges)
-{
-	struct fdp_msg_cfg cfg;
-	struct sim *s;
-	static uint8_t buf[64], rbuf[64];
-	struct fdp_rel_peer *p;
-
-	fdp_msg_cfg_default(&cfg);
-	cfg.rel.ack_every = 1; /* ack each frame at once: RTT == 2 x latency */
-	cfg.rel.rto_min_ns = 1000;
-	s = small_sim(&cfg, 5);
-	p = &s->nodes[0].peers[1].rel;
-	s->latency_ns = 10000;
-	for (int i = 0; i < 100; i++) {
-		buf[0] = (uint8_t)i;
-		recv_bytes(s, 1, rbuf, sizeof(rbuf), i);
-		send_bytes(s, 0, buf, sizeof(buf));
-		run_until_idle(s, 10000);
-	}
-	ck_assert_int_eq(g_sent_ok, 100);
-	ck_assert_int_eq(g_recv_ok, 100);
-	ck_assert_uint_ge(s->nodes[0].m.rel.stats.rtt_samples, 100);
-	ck_assert_uint_ge(p->srtt_ns, 19000);
-	ck_assert_uint_le(p->srtt_ns, 21000);
-	ck_assert_uint_le(p->rttvar_ns, 2000);
-	/* RTO = SRTT + max(G, 4 RTTVAR) once the variance has decayed */
-	ck_assert_uint_le(p->rto_base_ns, 30000);
-	ck_assert_uint_ge(p->rto_base_ns, 20000);
-
-	/* the path gets slower: the estimate follows */
-	s->latency_ns = 50000;
-	for (int i = 0; i < 100; i++) {
-		buf[0] = (uint8_t)i;
-		recv_bytes(s, 1, rbuf, sizeof(rbuf), i);
-		send_bytes(s, 0, buf, sizeof(buf));
-		run_until_idle(s, 10000);
-	}
-	ck_assert_uint_ge(p->srtt_ns, 95000);
-	ck_assert_uint_le(p->srtt_ns, 105000);
-	ck_assert_uint_ge(p->rto_base_ns, p->srtt_ns);
-	sim_fini(s);
-	free(s);
-}
-END_TEST
-
-START_TEST(test_rto_floor_and_cap)
-{
-	struct fdp_msg_cfg cfg;
-	struct sim *s;
-	static uint8_t buf[64];
-	struct fdp_rel_peer *p;
-
-	fdp_msg_cfg_default(&cfg);
-	s = small_sim(&cfg, 6);
-	p = &s->nodes[0].peers[1].rel;
-	/* a LAN-fast path: the floor holds */
-	for (int i = 0; i < 20; i++) {
-		send_bytes(s, 0, buf, sizeof(buf));
-		run_until_idle(s, 10000);
-	}
-	ck_assert_uint_eq(p->rto_base_ns, cfg.rel.rto_min_ns);
-	/* a dead path: exponential backoff up to the cap */
-	s->down[0][1] = true;
-	send_bytes(s, 0, buf, sizeof(buf));
-	sim_run_until(s, s->now + 1500ull * 1000 * 1000);
-	ck_assert_uint_eq(p->rto_ns, cfg.rel.rto_max_ns);
-	ck_assert_uint_ge(s->nodes[0].m.rel.stats.tx_rto, 10);
-	/* bounded: with a 100 ms cap, 1.5 s holds at most ~ 8 + 15 expiries */
-	ck_assert_uint_le(s->nodes[0].m.rel.stats.tx_rto, 25);
-	sim_fini(s);
-	free(s);
-}
-END_TEST
-
-START_TEST(test_fast_retransmit)
-{
-	struct fdp_msg_cfg cfg;
-	struct sim *s;
-	static uint8_t buf[20][100], rbuf[20][100];
-	uint64_t t0;
-
-	fdp_msg_cfg_default(&cfg);
-	s = small_sim(&cfg, 7);
-	s->drop_nth = 5; /* the 5th data frame 0 -> 1 is lost, once */
-	s->drop_from = 0;
-	s->drop_to = 1;
-	t0 = s->now;
-	for (int i = 0; i < 20; i++) {
-		buf[i][0] = (uint8_t)i;
-		recv_bytes(s, 1, rbuf[i], 100, i);
-	}
-	for (int i = 0; i < 20; i++)
-		send_bytes(s, 0, buf[i], 100);
-	for (long i = 0; i < 100000 && g_recv_ok < 20; i++)
-		ck_assert(sim_step(s));
-	ck_assert_int_eq(g_recv_ok, 20);
-	/* recovered by fast retransmit, long before the first timeout */
-	ck_assert_uint_ge(s->nodes[0].m.rel.stats.tx_fast_retx, 1);
-	ck_assert_uint_eq(s->nodes[0].m.rel.stats.tx_rto, 0);
-	ck_assert_uint_lt(s->now - t0, cfg.rel.rto_init_ns / 4);
-	run_until_idle(s, 100000);
-	ck_assert_int_eq(g_sent_ok, 20);
-	sim_fini(s);
-	free(s);
-}
-END_TEST
-
-START_TEST(test_fast_retransmit_large)
-{
-	/* one hole early in a 200-frame message: SACK recovery, no timeout */
-	struct fdp_msg_cfg cfg;
-	struct sim *s;
-	static uint8_t big[200 * 1424];
-	static uint8_t rbig[sizeof(big)];
-
-	fdp_msg_cfg_default(&cfg);
-	s = small_sim(&cfg, 8);
-	s->drop_nth = 2;
-	s->drop_from = 0;
-	s->drop_to = 1;
-	big[0] = 9;
-	recv_bytes(s, 1, rbig, sizeof(rbig), 9);
-	send_bytes(s, 0, big, sizeof(big));
-	for (long i = 0; i < 100000 && g_recv_ok < 1; i++)
-		ck_assert(sim_step(s));
-	ck_assert_int_eq(g_recv_ok, 1);
-	ck_assert_uint_ge(s->nodes[0].m.rel.stats.tx_fast_retx, 1);
-	ck_assert_uint_eq(s->nodes[0].m.rel.stats.tx_rto, 0);
-	ck_assert_int_eq(memcmp(big, rbig, sizeof(big)), 0);
-	sim_fini(s);
-	free(s);
-}
-END_TEST
-
-START_TEST(test_tail_loss_probe)
-{
-	/* a lone one-frame message is lost: no later frame can reveal the
-	 * hole, the tail loss probe repairs it well before the RTO floor */
-	struct fdp_msg_cfg cfg;
-	struct sim *s;
-	static uint8_t buf[100], rbuf[100];
-	uint64_t t0;
-
-	fdp_msg_cfg_default(&cfg);
-	s = small_sim(&cfg, 12);
-	for (int i = 0; i < 20; i++) {
-		buf[0] = (uint8_t)i;
-		recv_bytes(s, 1, rbuf, sizeof(rbuf), i);
-		send_bytes(s, 0, buf, sizeof(buf));
-		run_until_idle(s, 100000);
-	}
-	ck_assert_int_eq(g_recv_ok, 20);
-	s->drop_nth = s->data_frames_sent[0][1] + 1; /* the next data frame 0 -> 1 */
-	s->drop_from = 0;
-	s->drop_to = 1;
-	buf[0] = 77;
-	recv_bytes(s, 1, rbuf, sizeof(rbuf), 77);
-	t0 = s->now;
-	send_bytes(s, 0, buf, sizeof(buf));
-	for (long i = 0; i < 100000 && g_recv_ok < 21; i++)
-		ck_assert(sim_step(s));
-	ck_assert_int_eq(g_recv_ok, 21);
-	ck_assert_uint_ge(s->nodes[0].m.rel.stats.tx_tlp, 1);
-	ck_assert_uint_eq(s->nodes[0].m.rel.stats.tx_rto, 0);
-	ck_assert_uint_lt(s->now - t0, cfg.rel.rto_min_ns / 2);
-	run_until_idle(s, 100000);
-	ck_assert_int_eq(g_sent_ok, 21);
-	sim_fini(s);
-	free(s);
-}
-END_TEST
-
-START_TEST(test_unreachable)
-{
-	struct fdp_msg_cfg cfg;
-	struct sim *s;
-	static uint8_t small[100], rsmall[3][100];
-	uint8_t *big = malloc(MIB);
-	uint64_t t_cut;
-
-	ck_assert_ptr_nonnull(big);
-	memset(big, 0x55, MIB);
-	fdp_msg_cfg_default(&cfg);
-	cfg.rel.unreach_ns = 50ull * 1000 * 1000;
-	s = small_sim(&cfg, 9);
-	exchange(s, 0, small, rsmall[0], 1); /* a working exchange first */
-	ck_assert_int_eq(g_recv_ok, 1);
-	ck_assert_int_eq(g_sent_ok, 1);
-
-	/* the peer dies: 1 MiB sends overflow the window, so some wait queued */
-	s->down[0][1] = s->down[1][0] = true;
-	t_cut = s->now;
-	for (int i = 0; i < 3; i++)
-		send_bytes(s, 0, big, MIB);
-	send_bytes(s, 0, small, 100);
-	/* (the last step may leave nothing pending: sim_step then says so) */
-	for (long i = 0; i < 10000000L && g_sent_err < 4 && sim_step(s); i++)
-		;
-	ck_assert_int_eq(g_sent_err, 4); /* every pending send, exactly once */
-	ck_assert_int_eq(g_sent_ok, 1);
-	ck_assert_uint_eq(s->nodes[0].m.rel.stats.peers_unreachable, 1);
-	/* within the bound: after unreach, before unreach + first RTO + one capped RTO */
-	ck_assert_uint_ge(g_last_err_time - t_cut, cfg.rel.unreach_ns);
-	ck_assert_uint_le(g_last_err_time - t_cut,
-			  cfg.rel.unreach_ns + cfg.rel.rto_init_ns + cfg.rel.rto_max_ns);
-	ck_assert_uint_eq(fdp_msg_tx_left(&s->nodes[0].m), cfg.tx_ops);
-
-	/* the peer comes back: a new send gets through, the abandoned ones do not */
-	s->down[0][1] = s->down[1][0] = false;
-	small[0] = 2;
-	recv_bytes(s, 1, rsmall[1], 100, 2);
-	send_bytes(s, 0, small, 100);
-	run_until_idle(s, 1000000);
-	ck_assert_int_eq(g_sent_ok, 2);
-	ck_assert_int_eq(g_recv_ok, 2);
-	ck_assert_int_eq(rsmall[1][0], 2);
-	ck_assert_uint_ge(s->nodes[1].m.rel.stats.rx_resets, 1);
-	free(big);
-	sim_fini(s);
-	free(s);
-}
-END_TEST
-
-/* The peer restarts (same address, new session) while frames we sent its
- * previous instance are unacknowledged: say its last reply's ack never left,
- * and the link was down for D (RTO backed off to its cap, or past unreach_ns).
- * The new instance and we must exchange new messages at once, not after
- * timers, and what we sent the old instance must not reach the new one. */
-static void peer_restart_after(uint64_t down_ns)
-{
-	struct fdp_msg_cfg cfg;
-	struct sim *s;
-	static uint8_t buf[100], buf2[100], rbuf[4][100];
-	uint64_t t0;
-
-	fdp_msg_cfg_default(&cfg);
-	s = small_sim(&cfg, 21);
-	/* request 1 -> 0, reply 0 -> 1; the client dies before acking the reply */
-	exchange(s, 1, buf, rbuf[0], 1);
-	ck_assert_int_eq(g_recv_ok, 1);
-	s->down[1][0] = true;
-	buf[0] = 0x99;
-	recv_bytes(s, 1, rbuf[1], 100, 0x99);
-	send_bytes(s, 0, buf, 100);
-	for (long i = 0; i < 100000 && g_recv_ok < 2; i++)
-		ck_assert(sim_step(s));
-	ck_assert_int_eq(g_recv_ok, 2);
-	s->down[0][1] = true;
-	sim_run_until(s, s->now + down_ns);
-	ck_assert_int_eq(g_sent_ok, 1); /* the reply is still unacknowledged (or abandoned) */
-
-	sim_restart(s, 1, 0x2001);
-	s->down[0][1] = s->down[1][0] = false;
-	t0 = s->now;
-	/* both sides at once, as after a negotiation on another channel */
-	buf[0] = 0x22;
-	recv_bytes(s, 1, rbuf[2], 100, 0x22);
-	send_bytes(s, 0, buf, 100);
-	buf2[0] = 0x11;
-	recv_bytes(s, 0, rbuf[3], 100, 0x11);
-	send_bytes(s, 1, buf2, 100);
-	for (long i = 0; i < 1000000 && g_recv_ok < 4 && s->now - t0 < 5000000000ull; i++)
-		if (!sim_step(s))
-			break;
-	ck_assert_int_eq(g_recv_ok, 4);
-	/* a few round trips, far below any retransmission timer */
-	ck_assert_uint_lt(s->now - t0, cfg.rel.rto_min_ns / 2);
-	run_until_idle(s, 1000000);
-	ck_assert_int_eq(g_recv_ok, 4);
-	sim_fini(s);
-	free(s);
-}
-
-START_TEST(test_peer_restart)
-{
-	static const uint64_t down_ms[] = { 1, 50, 500, 2500 };
-
-	peer_restart_after(down_ms[_i] * 1000 * 1000);
-}
-END_TEST
-
 /* ------------------------------------------------------------ malformed frames */
 
 static uint8_t g_captured[2048];
@@ -659,43 +282,29 @@ static void build_frame(struct sim *s, uint8_t *out, size_t *len, uint8_t type, 
 	*len = sizeof(h) + plen;
 }
 
-START_TEST(test_malformed)
+/* Frames to B (node 1) from node 2, whose state there is pb; each feeder
+ * sends one kind of bad frame and checks the counter that must see it. */
+#define FEED(buf, l) fdp_msg_rx_frame(&b->m, &b->peers[2], (buf), (l), s->now)
+
+static void feed_short_frames(struct sim *s, struct sim_node *b)
 {
-	struct fdp_msg_cfg cfg;
-	struct sim *s;
-	struct sim_node *b;
-	struct fdp_rel_peer *pb;
-	static uint8_t small[100], rsmall[100];
 	uint8_t f[2048];
-	size_t len;
 	uint64_t before;
 
-	fdp_msg_cfg_default(&cfg);
-	/* Garbage goes to B's state for node 2, which never speaks: forged
-	 * in-window frames would (legitimately) desynchronise a real stream,
-	 * there is no authentication. Node 0 <-> B must keep working. */
-	s = small_sim_n(&cfg, 10, 3);
-	b = &s->nodes[1];
-	pb = &b->peers[2].rel;
-	small[0] = 1;
-	recv_bytes(s, 1, rsmall, 100, 1);
-	send_bytes(s, 0, small, 100);
-	run_until_idle(s, 100000);
-	ck_assert_int_eq(g_recv_ok, 1);
-
-#define FEED(buf, l) fdp_msg_rx_frame(&b->m, &b->peers[2], (buf), (l), s->now)
-	/* first contact from the forger: a valid frame teaches its session */
-	build_frame(s, f, &len, FDP_REL_T_DATA, 1000, 1000, 0, 0, "x", 1);
-	FEED(f, len);
-	ck_assert_uint_eq(pb->rcv_nxt, 1001);
-	/* short frames */
 	before = b->m.rel.stats.rx_malformed;
 	memset(f, 0, sizeof(f));
 	for (size_t l = 0; l < sizeof(struct fdp_rel_hdr); l++)
 		FEED(f, l);
 	ck_assert_uint_eq(b->m.rel.stats.rx_malformed - before, sizeof(struct fdp_rel_hdr));
+}
 
-	/* unknown versions: provider magic/version, reliable-layer version */
+/* unknown versions: provider magic/version, reliable-layer version */
+static void feed_bad_versions(struct sim *s, struct sim_node *b, struct fdp_rel_peer *pb)
+{
+	uint8_t f[2048];
+	size_t len;
+	uint64_t before;
+
 	before = b->m.rel.stats.rx_bad_version;
 	build_frame(s, f, &len, FDP_REL_T_DATA, pb->rcv_nxt, pb->rcv_nxt, 0, 0, "x", 1);
 	f[0] ^= 0xff;
@@ -707,8 +316,15 @@ START_TEST(test_malformed)
 	f[8] = FDP_REL_VERSION + 1;
 	FEED(f, len);
 	ck_assert_uint_eq(b->m.rel.stats.rx_bad_version - before, 3);
+}
 
-	/* inconsistent lengths, unknown type, ack with payload, zero session */
+/* inconsistent lengths, unknown type, ack with payload, zero session */
+static void feed_bad_headers(struct sim *s, struct sim_node *b, struct fdp_rel_peer *pb)
+{
+	uint8_t f[2048];
+	size_t len;
+	uint64_t before;
+
 	before = b->m.rel.stats.rx_malformed;
 	build_frame(s, f, &len, FDP_REL_T_DATA, pb->rcv_nxt, pb->rcv_nxt, 0, 0, "xyz", 3);
 	FEED(f, len - 1);                          /* hdr.len past the frame */
@@ -724,10 +340,18 @@ START_TEST(test_malformed)
 	memset(f + 12, 0, 4);                      /* session 0 */
 	FEED(f, len);
 	ck_assert_uint_eq(b->m.rel.stats.rx_malformed - before, 5);
+}
 
-	/* out of the receive window, and old duplicates */
+/* out of the receive window, and old duplicates; an ack for data never sent */
+static void feed_bad_sequence(struct sim *s, struct sim_node *b, struct fdp_rel_peer *pb,
+			      uint32_t window)
+{
+	uint8_t f[2048];
+	size_t len;
+	uint64_t before;
+
 	before = b->m.rel.stats.rx_out_of_window;
-	build_frame(s, f, &len, FDP_REL_T_DATA, pb->rcv_nxt + cfg.rel.window + 10, pb->rcv_nxt,
+	build_frame(s, f, &len, FDP_REL_T_DATA, pb->rcv_nxt + window + 10, pb->rcv_nxt,
 		    0, 0, "x", 1);
 	FEED(f, len);
 	build_frame(s, f, &len, FDP_REL_T_DATA, pb->rcv_nxt + 0x80000000u, pb->rcv_nxt, 0, 0,
@@ -740,14 +364,20 @@ START_TEST(test_malformed)
 	FEED(f, len);
 	ck_assert_uint_eq(b->m.rel.stats.rx_dup - before, 1);
 
-	/* an ack for data never sent */
 	before = b->m.rel.stats.rx_bad_ack;
 	build_frame(s, f, &len, FDP_REL_T_ACK, 0, pb->rcv_nxt, pb->snd_nxt + 100, 0, NULL, 0);
 	FEED(f, len);
 	ck_assert_uint_eq(b->m.rel.stats.rx_bad_ack - before, 1);
+}
 
-	/* message layer: a first segment too short for its header, a bad op,
-	 * a length past the limit, a stray continuation */
+/* message layer: a first segment too short for its header, a bad op,
+ * a length past the limit, a stray continuation */
+static void feed_bad_messages(struct sim *s, struct sim_node *b, struct fdp_rel_peer *pb)
+{
+	uint8_t f[2048];
+	size_t len;
+	uint64_t before;
+
 	before = b->m.stats.rx_malformed;
 	build_frame(s, f, &len, FDP_REL_T_DATA, pb->rcv_nxt, pb->rcv_nxt, 0, FDP_REL_UF_FIRST,
 		    "abc", 3);
@@ -769,8 +399,14 @@ START_TEST(test_malformed)
 	build_frame(s, f, &len, FDP_REL_T_DATA, pb->rcv_nxt, pb->rcv_nxt, 0, 0, "zz", 2);
 	FEED(f, len);
 	ck_assert_uint_eq(b->m.stats.rx_malformed - before, 4);
+}
 
-	/* random garbage and random corruptions of a valid frame */
+/* random garbage and random corruptions of a valid frame */
+static void feed_garbage(struct sim *s, struct sim_node *b, struct fdp_rel_peer *pb)
+{
+	uint8_t f[2048];
+	size_t len;
+
 	build_frame(s, g_captured, &g_captured_len, FDP_REL_T_DATA, pb->rcv_nxt, pb->rcv_nxt, 0,
 		    0, "hello", 5);
 	for (int i = 0; i < 20000; i++) {
@@ -789,7 +425,41 @@ START_TEST(test_malformed)
 		}
 		FEED(f, len);
 	}
-#undef FEED
+}
+
+START_TEST(test_malformed)
+{
+	struct fdp_msg_cfg cfg;
+	struct sim *s;
+	struct sim_node *b;
+	struct fdp_rel_peer *pb;
+	static uint8_t small[100], rsmall[100];
+	uint8_t f[2048];
+	size_t len;
+
+	fdp_msg_cfg_default(&cfg);
+	/* Garbage goes to B's state for node 2, which never speaks: forged
+	 * in-window frames would (legitimately) desynchronise a real stream,
+	 * there is no authentication. Node 0 <-> B must keep working. */
+	s = small_sim_n(&cfg, 10, 3);
+	b = &s->nodes[1];
+	pb = &b->peers[2].rel;
+	small[0] = 1;
+	recv_bytes(s, 1, rsmall, 100, 1);
+	send_bytes(s, 0, small, 100);
+	run_until_idle(s, 100000);
+	ck_assert_int_eq(g_recv_ok, 1);
+
+	/* first contact from the forger: a valid frame teaches its session */
+	build_frame(s, f, &len, FDP_REL_T_DATA, 1000, 1000, 0, 0, "x", 1);
+	FEED(f, len);
+	ck_assert_uint_eq(pb->rcv_nxt, 1001);
+	feed_short_frames(s, b);
+	feed_bad_versions(s, b, pb);
+	feed_bad_headers(s, b, pb);
+	feed_bad_sequence(s, b, pb, cfg.rel.window);
+	feed_bad_messages(s, b, pb);
+	feed_garbage(s, b, pb);
 	/* still works both ways after all that */
 	run_until_idle(s, 1000000);
 	{
@@ -807,6 +477,8 @@ START_TEST(test_malformed)
 	free(s);
 }
 END_TEST
+
+#undef FEED
 
 START_TEST(test_rx_ring_budget)
 {
@@ -874,7 +546,6 @@ START_TEST(test_seq_compare)
 	ck_assert(fdp_seq_lt(0x7FFFFFFFu, 0x80000000u));
 }
 END_TEST
-
 static Suite *rel_suite(void)
 {
 	Suite *s = suite_create("fdp_rel");
@@ -887,13 +558,6 @@ static Suite *rel_suite(void)
 	tcase_add_test(tc, test_lossy_1pct);
 	tcase_add_test(tc, test_lossy_10pct);
 	tcase_add_test(tc, test_seq_wrap);
-	tcase_add_test(tc, test_rtt_converges);
-	tcase_add_test(tc, test_rto_floor_and_cap);
-	tcase_add_test(tc, test_fast_retransmit);
-	tcase_add_test(tc, test_fast_retransmit_large);
-	tcase_add_test(tc, test_tail_loss_probe);
-	tcase_add_test(tc, test_unreachable);
-	tcase_add_loop_test(tc, test_peer_restart, 0, 4);
 	tcase_add_test(tc, test_malformed);
 	tcase_add_test(tc, test_rx_ring_budget);
 	suite_add_tcase(s, tc);
@@ -902,11 +566,5 @@ static Suite *rel_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(rel_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_main_run(rel_suite());
 }

@@ -4,11 +4,20 @@ STK_PAIR_SOURCES = tests/lib/stk_pair.c tests/lib/stk_pair.h tests/lib/tcp_pair.
 	tests/lib/tcp_pair.h
 # main() of the Check suite programs here and in tests/unit.
 EXTRA_DIST += tests/lib/check_main.h
+# test_stream (the stream) and test_nego (negotiation fallbacks, codec) share
+# a forked client (tests/stack/fork_pair.h).
+FORK_PAIR_SOURCES = tests/stack/fork_pair.c tests/stack/fork_pair.h $(STK_PAIR_SOURCES)
 check_PROGRAMS += tests/stack/test_stream
 TESTS += tests/stack/test_stream
-tests_stack_test_stream_SOURCES = tests/stack/test_stream.c $(STK_PAIR_SOURCES)
+tests_stack_test_stream_SOURCES = tests/stack/test_stream.c $(FORK_PAIR_SOURCES)
 tests_stack_test_stream_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
 tests_stack_test_stream_LDADD = src/stack/libstk.la $(CHECK_LIBS) $(FABRIC_LIBS) -lpthread
+
+check_PROGRAMS += tests/stack/test_nego
+TESTS += tests/stack/test_nego
+tests_stack_test_nego_SOURCES = tests/stack/test_nego.c $(FORK_PAIR_SOURCES)
+tests_stack_test_nego_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
+tests_stack_test_nego_LDADD = src/stack/libstk.la $(CHECK_LIBS) $(FABRIC_LIBS) -lpthread
 include tests/stack/ready.mk
 
 # The leftover of a migrated connection (fork/exec), no fabric needed.
