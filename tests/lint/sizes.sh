@@ -32,6 +32,7 @@ for f in src/stack/*.c src/preload/*.c src/fabric/*.c tools/*.c tests/*/*.c benc
 	long=$(awk -v lim=$FUNC_MAX '
 		/^\{/ { start = FNR; name = prev; next }
 		/^\}/ { if (start && FNR - start - 1 > lim) {
+				if (name ~ /^START_TEST\(/) { sub(/^START_TEST\(/, "", name); sub(/\).*/, "", name) }
 				sub(/\(.*/, "", name); n = split(name, w, /[ *]+/)
 				print w[n] " " FNR - start - 1 }
 			start = 0; next }
