@@ -5,7 +5,10 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_counters.c src/stack/stk_counters.h \
 	src/stack/stk_log.c src/stack/stk_log.h \
 	src/stack/stk_rules.c src/stack/stk_rules.h \
+	src/stack/stk.h \
+	src/stack/stk_api.c src/stack/stk_api_proc.c src/stack/stk_api_ready.c \
 	src/stack/stk_sock.c src/stack/stk_sock.h \
+	src/stack/stk_tcp.c \
 	src/stack/stk_sys.c src/stack/stk_sys.h
 src_stack_libstk_la_CFLAGS = $(AM_CFLAGS) -fPIC
 
