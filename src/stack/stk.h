@@ -153,8 +153,10 @@ int stk_sock_recvmmsg(struct stk_sock *sock, struct mmsghdr *vec, unsigned int v
 int stk_sock_sendmmsg(struct stk_sock *sock, struct mmsghdr *vec, unsigned int vlen, int flags);
 ssize_t stk_sock_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, size_t count);
 int stk_sock_shutdown(struct stk_sock *sock, int how);
-/* ioctl FIONREAD, SIOCATMARK (answered: 0, -EFAULT) and FIONBIO (noted, then
- * STK_KERNEL so the kernel fd gets it too); anything else: STK_KERNEL. */
+/* ioctl FIONREAD, SIOCATMARK: answered (0 with *(int *)arg set, or -EFAULT for
+ * an argument outside user memory), or STK_KERNEL once the connection is the
+ * kernel's. FIONBIO: noted, then STK_KERNEL (the kernel fd gets it too).
+ * Anything else: STK_KERNEL. */
 int stk_sock_ioctl(struct stk_sock *sock, unsigned long request, void *arg);
 /* getsockopt(SO_ERROR): kernel_err is what the kernel socket just returned (and
  * cleared); the result is the error the application must see. */
@@ -170,8 +172,9 @@ int stk_select(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds, struct timeva
 int stk_pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 		const struct timespec *timeout, const sigset_t *sigmask);
 /* epoll_ctl(epfd, op, fd, ev) where fd is tracked (sock): performed (an
- * accelerated socket goes into the stack's object of epfd only; a nested epoll
- * object after the real epoll_ctl), or STK_KERNEL. */
+ * accelerated socket goes into the stack's object of epfd only, attached to
+ * epfd through the fd table on first need; an epoll fd with an object of its
+ * own is nested after the real epoll_ctl, done here), or STK_KERNEL. */
 int stk_sock_epoll_ctl(int epfd, int op, int fd, struct stk_sock *sock, struct epoll_event *ev);
 /* epoll_wait/epoll_pwait (timeout_ms) or epoll_pwait2 (ts, when use_ts) on
  * epfd, whose handle is epsock (NULL: untracked): STK_KERNEL when the real wait

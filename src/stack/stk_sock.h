@@ -28,7 +28,9 @@ struct stk_conn;
 /* The operations of one kind of socket behind stk.h's data calls. Each returns
  * what stk.h says of its call (result, -errno or STK_KERNEL). A socket whose
  * ops is NULL (UDP sockets, epoll objects) has every data call carried by the
- * kernel: stk.h's functions return STK_KERNEL without a further call. */
+ * kernel: stk.h's functions return STK_KERNEL without a further call. Another
+ * kind (UDP datagrams carried by the stack) is a table beside stk_tcp_ops, set
+ * by stk_sock_new; a table sets every slot. */
 struct stk_sock_ops {
 	ssize_t (*recvfrom)(struct stk_sock *sock, void *buf, size_t len, int flags,
 			    struct sockaddr *addr, socklen_t *alen);
