@@ -186,34 +186,27 @@ static inline int rwf_msg_flags(int rwf)
 	return (rwf & RWF_NOWAIT) ? MSG_DONTWAIT : 0;
 }
 
-#define PL_PREADV2_WRAPPER(name, off_type) \
+static inline ssize_t pwritev2_ret(ssize_t ret)
+{
+	return pl_send_ret(ret, 0);
+}
+
+#define PL_RWV2_WRAPPER(name, off_type, stack_call, ret_of) \
 	PL_EXPORT ssize_t name(int fd, const struct iovec *iov, int iovcnt, off_type offset, \
 			       int rwf) \
 	{ \
 		struct stk_sock *sock = rwv2_sock(fd, offset, rwf); \
 		if (sock) { \
-			ssize_t ret = stk_sock_recvv(sock, iov, iovcnt, rwf_msg_flags(rwf)); \
+			ssize_t ret = stack_call(sock, iov, iovcnt, rwf_msg_flags(rwf)); \
 			if (ret != STK_KERNEL) \
-				return pl_ret(ret); \
+				return ret_of(ret); \
 		} \
 		return PL_REAL(name)(fd, iov, iovcnt, offset, rwf); \
 	}
-#define PL_PWRITEV2_WRAPPER(name, off_type) \
-	PL_EXPORT ssize_t name(int fd, const struct iovec *iov, int iovcnt, off_type offset, \
-			       int rwf) \
-	{ \
-		struct stk_sock *sock = rwv2_sock(fd, offset, rwf); \
-		if (sock) { \
-			ssize_t ret = stk_sock_sendv(sock, iov, iovcnt, rwf_msg_flags(rwf)); \
-			if (ret != STK_KERNEL) \
-				return pl_send_ret(ret, 0); \
-		} \
-		return PL_REAL(name)(fd, iov, iovcnt, offset, rwf); \
-	}
-PL_PREADV2_WRAPPER(preadv2, off_t)
-PL_PREADV2_WRAPPER(preadv64v2, off64_t)
-PL_PWRITEV2_WRAPPER(pwritev2, off_t)
-PL_PWRITEV2_WRAPPER(pwritev64v2, off64_t)
+PL_RWV2_WRAPPER(preadv2, off_t, stk_sock_recvv, pl_ret)
+PL_RWV2_WRAPPER(preadv64v2, off64_t, stk_sock_recvv, pl_ret)
+PL_RWV2_WRAPPER(pwritev2, off_t, stk_sock_sendv, pwritev2_ret)
+PL_RWV2_WRAPPER(pwritev64v2, off64_t, stk_sock_sendv, pwritev2_ret)
 
 /* SCM_RIGHTS: an accelerated socket handed to another process (or back to us
  * under another number) must be a kernel socket that carries its stream. The

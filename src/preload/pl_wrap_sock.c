@@ -29,6 +29,20 @@ void pl_forget_stale(int fd)
 	errno = saved_errno;
 }
 
+/* A step of sock's life (behind fd) in the stack, inside the guard; when the
+ * stack answers that the kernel keeps the socket, fd is forgotten. errno is
+ * preserved. */
+static void life_step(int fd, struct stk_sock *sock, bool (*step)(struct stk_sock *, int))
+{
+	int saved_errno = errno;
+	pl_enter();
+	bool keep = step(sock, fd);
+	pl_leave();
+	if (!keep)
+		pl_untrack(fd);
+	errno = saved_errno;
+}
+
 PL_EXPORT int socket(int domain, int type, int protocol)
 {
 	int fd = PL_REAL(socket)(domain, type, protocol);
@@ -52,15 +66,8 @@ PL_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	int ret = PL_REAL(bind)(fd, addr, len);
 	struct stk_sock *sock;
-	if (ret == 0 && (sock = pl_tracked(fd))) {
-		int saved_errno = errno;
-		pl_enter();
-		bool keep = stk_sock_bound(sock, fd);
-		pl_leave();
-		if (!keep)
-			pl_untrack(fd);
-		errno = saved_errno;
-	}
+	if (ret == 0 && (sock = pl_tracked(fd)))
+		life_step(fd, sock, stk_sock_bound);
 	return ret;
 }
 
@@ -69,15 +76,8 @@ PL_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 PL_EXPORT int listen(int fd, int backlog)
 {
 	struct stk_sock *sock = pl_tracked(fd);
-	if (sock) {
-		int saved_errno = errno;
-		pl_enter();
-		bool keep = stk_sock_listen(sock, fd);
-		pl_leave();
-		if (!keep)
-			pl_untrack(fd);
-		errno = saved_errno;
-	}
+	if (sock)
+		life_step(fd, sock, stk_sock_listen);
 	return PL_REAL(listen)(fd, backlog);
 }
 
@@ -165,15 +165,8 @@ PL_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t
 	if (__builtin_expect(level == SOL_SOCKET && name == SO_ZEROCOPY, 0) && ret == 0 &&
 	    val && len >= sizeof(int) && *(const int *)val != 0) {
 		struct stk_sock *sock = pl_tracked(fd);
-		if (sock) {
-			int saved_errno = errno;
-			pl_enter();
-			bool keep = stk_sock_zerocopy(sock, fd);
-			pl_leave();
-			if (!keep)
-				pl_untrack(fd);
-			errno = saved_errno;
-		}
+		if (sock)
+			life_step(fd, sock, stk_sock_zerocopy);
 	}
 	return ret;
 }
