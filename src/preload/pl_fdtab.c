@@ -1,6 +1,6 @@
 #include "config.h"
 #include "preload/pl_fdtab.h"
-#include "stack/stk_sock.h"
+#include "stack/stk.h"
 
 #include <errno.h>
 #include <pthread.h>

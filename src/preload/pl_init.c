@@ -4,15 +4,7 @@
 #include "preload/pl_guard.h"
 #include "preload/pl_real.h"
 #include "preload/pl_wrap.h"
-#include "stack/stk_accel.h"
-#include "stack/stk_config.h"
-#include "stack/stk_counters.h"
-#include "stack/stk_epoll.h"
-#include "stack/stk_hooks.h"
-#include "stack/stk_log.h"
-#include "stack/stk_ready.h"
-#include "stack/stk_stream.h"
-#include "stack/stk_sock.h"
+#include "stack/stk.h"
 #include "stack/stk_sys.h"
 
 #include <errno.h>
@@ -58,7 +50,7 @@ static void install_sys(void)
 	stk_sys_install(&real);
 }
 
-/* The stack brackets its libfabric calls with these (stk_hooks.h). */
+/* The stack brackets its libfabric calls with the guard (stk_set_guard). */
 static void guard_enter(void)
 {
 	pl_enter();
@@ -69,30 +61,15 @@ static void guard_leave(void)
 	pl_leave();
 }
 
-/* ... and which fds are epoll fds with an object (lock-free). */
-static struct stk_epoll *ready_lookup_set(int fd)
+/* The readiness code looks fds up in the table (lock-free). */
+static struct stk_sock *table_get(int fd)
 {
-	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	return sock ? sock->epoll : NULL;
+	return pl_fdtab_get(&pl_fdtab, fd);
 }
 
-/* The readiness layer asks which fds are accelerated (lock-free). */
-static struct stk_conn *ready_lookup(int fd)
+static int table_set(int fd, struct stk_sock *sock)
 {
-	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	struct stk_conn *conn = sock ? sock->conn : NULL;
-	/* settled on the kernel, or migrated there with nothing left to read: a
-	 * kernel fd for readiness; epoll sets still holding it hand it to their
-	 * kernel set first (so the app's next epoll_ctl finds it there) */
-	if (conn && stk_ready_phase(conn) == STK_PHASE_KERNEL) {
-		int saved_errno = errno;
-		pl_enter();
-		stk_epoll_conn_changed(conn);
-		pl_leave();
-		errno = saved_errno;
-		return NULL;
-	}
-	return conn;
+	return pl_fdtab_set(&pl_fdtab, fd, sock);
 }
 
 static const char *env_lookup(const char *name)
@@ -106,31 +83,22 @@ static void init_once_body(void)
 	pl_enter();
 	pl_real_resolve();
 	install_sys();
-	stk_hooks.enter = guard_enter;
-	stk_hooks.leave = guard_leave;
-	stk_ready_lookup = ready_lookup;
-	stk_ready_lookup_set = ready_lookup_set;
-	bool ok = stk_config_load(&stk_cfg, env_lookup, program_invocation_short_name) == 0;
-	if (ok && stk_cfg.enabled && pl_fdtab_init(&pl_fdtab, 0) != 0) {
-		FSK_ERR("cannot reserve the fd table: out of memory; libfabsock disabled, "
-			"sockets use the kernel");
-		ok = false;
+	stk_set_guard(guard_enter, guard_leave);
+	stk_set_fd_table(&(const struct stk_fd_table){ .get = table_get, .set = table_set });
+	int started = stk_start(env_lookup, program_invocation_short_name);
+	if (started > 0 && pl_fdtab_init(&pl_fdtab, 0) != 0) {
+		stk_log_no_fd_table();
+		started = -ENOMEM;
 	}
-	if (ok && stk_cfg.enabled) {
+	if (started > 0) {
 		stk_sys_fd_table_reserve();
 		pthread_atfork(pl_fdtab_lock, pl_fdtab_unlock, pl_fdtab_unlock);
-		pthread_atfork(stk_migrate_atfork_prepare, stk_migrate_atfork_parent,
-			       stk_migrate_atfork_child);
-		FSK_INFO("libfabsock %s active: %zu rules, default %s, providers %s, profile %s, "
-			 "spin %u us, fd table %d",
-			 PACKAGE_VERSION, stk_cfg.rules.count,
-			 stk_action_name((enum stk_action)stk_cfg.default_action),
-			 stk_cfg.providers, stk_profile_name(stk_cfg.profile), stk_cfg.spin_us,
-			 pl_fdtab.size);
+		pthread_atfork(stk_fork_prepare, stk_fork_parent, stk_fork_child);
+		stk_log_active(pl_fdtab.size);
 		__atomic_store_n(&pl_enabled, true, __ATOMIC_RELEASE);
 		pl_adopt_inherited();
-	} else if (ok) {
-		FSK_INFO("libfabsock %s loaded but disabled (FABSOCK_DISABLE=1)", PACKAGE_VERSION);
+	} else if (started == 0) {
+		stk_log_disabled();
 	}
 	pl_leave();
 	errno = saved_errno;
@@ -149,8 +117,8 @@ __attribute__((constructor(101))) static void pl_constructor(void)
 
 __attribute__((destructor)) static void pl_destructor(void)
 {
-	if (pl_enabled && stk_log_level >= STK_LOG_INFO)
-		stk_counters_log();
+	if (pl_enabled)
+		stk_log_exit();
 }
 
 /* ---- public extension API ---- */
@@ -168,8 +136,8 @@ FSK_API int fsk_active(void)
 FSK_API int fsk_fd_accelerated(int fd)
 {
 	struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-	return sock && sock->conn && stk_conn_on_fabric(sock->conn) &&
-	       !__atomic_load_n(&sock->conn->migrated, __ATOMIC_ACQUIRE);
+	unsigned want = STK_SOCK_CONN | STK_SOCK_FABRIC;
+	return sock && (stk_sock_state(sock) & (want | STK_SOCK_MIGRATED)) == want;
 }
 
 FSK_API int fsk_counter(const char *name, unsigned long long *value)

@@ -2,14 +2,14 @@
 #ifndef PL_WRAP_H
 #define PL_WRAP_H
 
+#include <errno.h>
 #include <sys/socket.h>
 
 #include "preload/pl_fdtab.h"
 #include "preload/pl_guard.h"
 #include "preload/pl_init.h"
 #include "preload/pl_real.h"
-#include "stack/stk_rules.h"
-#include "stack/stk_sock.h"
+#include "stack/stk.h"
 
 #define PL_EXPORT __attribute__((visibility("default")))
 
@@ -22,27 +22,22 @@ static inline struct stk_sock *pl_tracked(int fd)
 	return pl_fdtab_get(&pl_fdtab, fd);
 }
 
-/* The tracked socket behind fd whose role is not decided yet, or NULL. */
-static inline struct stk_sock *pl_undecided(int fd)
-{
-	struct stk_sock *sock = pl_tracked(fd);
-	return sock && !sock->decided ? sock : NULL;
-}
-
-/* Decide for sock (behind fd) now that its role and addresses are known, and
- * forget fd when the kernel keeps the socket. Returns true when it stays a
- * candidate. errno is preserved. */
-bool pl_decide(int fd, struct stk_sock *sock, enum stk_role role,
-	       const struct sockaddr *local, const struct sockaddr *remote);
-
-/* Decide using the socket's bound address as the local endpoint. */
-bool pl_decide_local(int fd, struct stk_sock *sock, enum stk_role role);
-
 /* Forget fd's entry (the kernel keeps the socket). errno is preserved. */
 void pl_untrack(int fd);
 
-/* A UDP socket's first datagram to an explicit destination decides udp_sender. */
-void pl_decide_sender(int fd, const void *dest, socklen_t dest_len);
+/* A UDP socket's first datagram to an explicit destination decides udp_sender
+ * (sock: fd's tracked socket). */
+void pl_decide_sender(int fd, struct stk_sock *sock, const void *dest, socklen_t dest_len);
+
+/* -errno results of the stack become errno here, once. */
+static inline ssize_t pl_ret(ssize_t ret)
+{
+	if (ret < 0) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
 
 /* A new fd number came from the kernel: drop any stale entry left by a close we
  * could not see (fclose, close_range...). One lookup when there is none. */
@@ -54,8 +49,6 @@ struct stk_sock *pl_stack_sock(int fd);
 /* Code we never see is about to use sock's fd: a negotiating connection
  * settles on the kernel, one on the fabric migrates. errno is preserved. */
 void pl_to_kernel(struct stk_sock *sock);
-/* Bytes of a migrated connection the stack still holds for the app. */
-size_t pl_leftover_count(const struct stk_sock *sock);
 
 /* fd (0, 1 or 2) was just made a copy of a tracked socket: stdio's standard
  * streams reach it behind the wrappers' back (pl_wrap_bypass.c). */

@@ -3,9 +3,6 @@
  * while the stack still holds unread bytes of it is served from them. */
 #include "config.h"
 #include "preload/pl_wrap.h"
-#include "stack/stk_accel.h"
-#include "stack/stk_migrate.h"
-#include "stack/stk_stream.h"
 
 #include <aio.h>
 #include <errno.h>
@@ -64,10 +61,9 @@ static bool aio_prepare(struct aiocb *cb, bool read_op)
 	if (!sock)
 		return false;
 	pl_to_kernel(sock);
-	if (!read_op || pl_leftover_count(sock) == 0)
+	if (!read_op || stk_sock_leftover_count(sock) == 0)
 		return false;
-	size_t n = stk_leftover_take(sock->conn->left, (void *)cb->aio_buf, cb->aio_nbytes,
-				     false);
+	size_t n = stk_sock_leftover_take(sock, (void *)cb->aio_buf, cb->aio_nbytes, false);
 	aio_complete(cb, (ssize_t)n);
 	return true;
 }

@@ -11,11 +11,11 @@
  *  - stdio on an fdopen'ed socket or on a socket made fd 0, 1 or 2, POSIX
  *    aio: glibc's own code (and aio's own threads) read and write the fd. The
  *    connection moves to the kernel first (a negotiating one settles there,
- *    one on the fabric migrates, stk_migrate.h); bytes the stack received and
+ *    one on the fabric migrates: stk_sock_leave); bytes the stack received and
  *    the app has not read yet are handed over first (pushed back into the
  *    FILE, or completing the aio read). Limit: a connection that settled on
- *    the kernel while a late negotiation record may still come (phase
- *    STK_PHASE_STRIP) has that record removed by our reads only.
+ *    the kernel while a late negotiation record may still come has that
+ *    record removed by our reads only.
  *  - syscall(SYS_read, ...) and the other socket and fd calls through libc's
  *    syscall(): dispatched to the wrappers. preadv2/pwritev2 (pl_wrap_io.c)
  *    with offset -1 are readv/writev; every other positioned call is refused
@@ -27,9 +27,6 @@
  * pl_wrap_stdio.c; aio: pl_wrap_aio.c; syscall(): pl_wrap_syscall.c. */
 #include "config.h"
 #include "preload/pl_wrap.h"
-#include "stack/stk_accel.h"
-#include "stack/stk_migrate.h"
-#include "stack/stk_stream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,28 +39,16 @@
 struct stk_sock *pl_stack_sock(int fd)
 {
 	struct stk_sock *sock = pl_tracked(fd);
-	return sock && stk_accel_conn(sock) ? sock : NULL;
+	return sock && (stk_sock_state(sock) & STK_SOCK_CARRIED) ? sock : NULL;
 }
 
 void pl_to_kernel(struct stk_sock *sock)
 {
 	int saved_errno = errno;
 	pl_enter();
-	stk_accel_refuse(sock);
-	struct stk_conn *conn = sock->conn;
-	if (conn && stk_conn_on_fabric(conn) &&
-	    !__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
-		stk_accel_migrate(&sock, 1, STK_MIGRATE_REASON_BYPASS);
+	stk_sock_leave(sock, STK_LEAVE_BYPASS);
 	pl_leave();
 	errno = saved_errno;
-}
-
-size_t pl_leftover_count(const struct stk_sock *sock)
-{
-	struct stk_conn *conn = sock->conn;
-	if (!conn || !__atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
-		return 0;
-	return stk_leftover_count(__atomic_load_n(&conn->left, __ATOMIC_ACQUIRE));
 }
 
 /* ---- splice ---- */

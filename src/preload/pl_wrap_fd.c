@@ -3,10 +3,6 @@
  * the kernel reuses is never shadowed) and copied on every duplication. */
 #include "config.h"
 #include "preload/pl_wrap.h"
-#include "stack/stk_accel.h"
-#include "stack/stk_ready.h"
-#include "stack/stk_sock.h"
-#include "stack/stk_stream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -71,8 +67,8 @@ static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 		after_dup(fd, ret);
 	} else if (cmd == F_SETFL && ret == 0) {
 		struct stk_sock *sock = pl_tracked(fd);
-		if (sock && sock->conn)
-			stk_accel_set_nonblock(sock, ((long)arg & O_NONBLOCK) != 0);
+		if (sock)
+			stk_sock_set_nonblock(sock, ((long)arg & O_NONBLOCK) != 0);
 	}
 	return ret;
 }
@@ -102,30 +98,10 @@ PL_EXPORT int ioctl(int fd, unsigned long request, ...)
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
 	struct stk_sock *sock = pl_tracked(fd);
-	if (sock && sock->conn) {
-		if (request == FIONREAD || request == SIOCATMARK) {
-			if (stk_wait_bad_user_range(arg, sizeof(int))) {
-				errno = EFAULT; /* as the kernel, not a SIGSEGV */
-				return -1;
-			}
-			int saved_errno = errno;
-			pl_enter();
-			int phase = stk_conn_on_fabric(sock->conn)
-					    ? STK_PHASE_FABRIC
-					    : stk_accel_settle(sock, false, MSG_DONTWAIT);
-			if (phase == STK_PHASE_FABRIC)
-				*(int *)arg = request == FIONREAD ? stk_accel_readable(sock)
-								  : stk_accel_atmark(sock);
-			pl_leave();
-			errno = saved_errno;
-			if (phase != STK_PHASE_KERNEL) {
-				if (phase != STK_PHASE_FABRIC) /* negotiation bytes are not */
-					*(int *)arg = 0;          /* the app's, nor a mark */
-				return 0;
-			}
-		}
-		if (request == FIONBIO && arg) /* and the kernel fd's flag below */
-			stk_accel_set_nonblock(sock, *(const int *)arg != 0);
+	if (sock) {
+		int ret = stk_sock_ioctl(sock, request, arg);
+		if (ret != STK_KERNEL)
+			return (int)pl_ret(ret);
 	}
 	return PL_REAL(ioctl)(fd, request, arg);
 }

@@ -1,7 +1,7 @@
 /* Process wrappers: fork, daemon, the exec family and posix_spawn. An accelerated
  * connection lives in this process's memory and endpoint; before another process
  * can use its socket, the connection moves back to the kernel socket
- * (stk_migrate.h):
+ * (stk.h, process events):
  *  - fork/daemon: every accelerated connection, in the parent, before the real
  *    call; the child abandons the parent's endpoints (pthread_atfork handlers,
  *    registered in pl_init.c, so the fork inside daemon() is covered too).
@@ -12,8 +12,6 @@
  * child whose data still travels on the fabric. */
 #include "config.h"
 #include "preload/pl_wrap.h"
-#include "stack/stk_accel.h"
-#include "stack/stk_stream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,24 +21,13 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Anything accelerated alive in this process (one relaxed load otherwise). */
-static bool any_accel(void)
-{
-	return pl_enabled && __atomic_load_n(&stk_accel_live, __ATOMIC_RELAXED) > 0;
-}
-
-static bool needs_migration(const struct stk_sock *sock)
-{
-	return sock && sock->conn && !__atomic_load_n(&sock->conn->migrated, __ATOMIC_ACQUIRE);
-}
-
 static void migrate_all(void)
 {
-	if (!any_accel() || pl_guarded())
+	if (!pl_enabled || pl_guarded())
 		return;
 	int saved_errno = errno;
 	pl_enter();
-	stk_migrate_all(STK_MIGRATE_REASON_FORK);
+	stk_fork_migrate();
 	pl_leave();
 	errno = saved_errno;
 }
@@ -75,58 +62,27 @@ static void inherit_add(struct inherit *in, int fd, int memfd)
 	in->fds[in->nfds++] = dup;
 }
 
+static void inherit_handed(void *ctx, int fd, int memfd)
+{
+	inherit_add(ctx, fd, memfd);
+}
+
 /* Before an exec: move the connections whose fds the new image inherits. */
 static void migrate_inherited(struct inherit *in)
 {
 	if (!pl_enabled || pl_guarded())
 		return; /* negotiating sockets are steered to the kernel: no shortcut */
 	int saved_errno = errno;
-	size_t n = 0, cap = 0;
-	struct stk_sock **socks = NULL;
-	int *fds = NULL;
-	for (int fd = 0; fd < pl_fdtab.size; fd++) {
-		struct stk_sock *sock = pl_fdtab_get(&pl_fdtab, fd);
-		if (!sock || !sock->conn)
-			continue;
-		int fl = PL_REAL(fcntl)(fd, F_GETFD);
-		if (fl < 0 || (fl & FD_CLOEXEC))
-			continue;
-		if (!stk_conn_on_fabric(sock->conn)) {
-			pl_enter();
-			stk_accel_refuse(sock); /* still negotiating: the kernel */
-			pl_leave();
-			continue;
-		}
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			struct stk_sock **more = realloc(socks, ncap * sizeof(*socks));
-			int *morefd = more ? realloc(fds, ncap * sizeof(*fds)) : NULL;
-			if (more)
-				socks = more;
-			if (!morefd)
-				break;
-			fds = morefd;
-			cap = ncap;
-		}
-		fds[n] = fd;
-		socks[n++] = sock; /* the fd keeps it alive: we are about to exec */
-	}
-	int pushed = in ? pl_stdin_pushed_fd() : -1;
+	int pushed = pl_stdin_pushed_fd();
 	if (pushed >= 0) {
 		int fl = PL_REAL(fcntl)(0, F_GETFD);
 		if (fl >= 0 && !(fl & FD_CLOEXEC))
 			inherit_add(in, 0, pushed);
 		PL_REAL(close)(pushed);
 	}
-	if (n) {
-		pl_enter();
-		stk_accel_migrate(socks, n, STK_MIGRATE_REASON_EXEC);
-		for (size_t i = 0; in && i < n; i++)
-			inherit_add(in, fds[i], stk_accel_leftover_fd(socks[i]));
-		pl_leave();
-	}
-	free(socks);
-	free(fds);
+	pl_enter();
+	stk_exec_prepare(pl_fdtab.size, inherit_handed, in);
+	pl_leave();
 	errno = saved_errno;
 }
 
@@ -177,12 +133,12 @@ static void inherit_undo(struct inherit *in)
 	errno = saved_errno;
 }
 
-/* _exit skips atexit: the connections still end as at exit (stk_conn_end_all:
- * what was sent, then FIN, as the kernel's close of the process's sockets). */
+/* _exit skips atexit: the connections still end as at exit (what was sent,
+ * then FIN, as the kernel's close of the process's sockets). */
 PL_EXPORT void _exit(int status)
 {
-	if (any_accel() && !pl_guarded())
-		stk_conn_end_all();
+	if (pl_enabled && !pl_guarded())
+		stk_exit_all();
 	PL_REAL(_exit)(status);
 	__builtin_unreachable();
 }
@@ -199,62 +155,113 @@ PL_EXPORT int daemon(int nochdir, int noclose)
 	return PL_REAL(daemon)(nochdir, noclose);
 }
 
-#define EXEC_ENVP(call_real) \
-	do { \
-		struct inherit in = { .nfds = 0 }; \
-		migrate_inherited(&in); \
-		char *const *env = inherit_envp(&in, envp); \
-		int ret = call_real; \
-		inherit_undo(&in); \
-		return ret; \
-	} while (0)
-#define EXEC_ENVIRON(call_real) \
-	do { \
-		struct inherit in = { .nfds = 0 }; \
-		migrate_inherited(&in); \
-		inherit_environ(&in); \
-		int ret = call_real; \
-		inherit_undo(&in); \
-		return ret; \
-	} while (0)
+/* ---- the exec family and posix_spawn: one path ---- */
+
+enum exec_kind {
+	EXEC_VE, EXEC_V, EXEC_VP, EXEC_VPE, EXEC_FVE, EXEC_VEAT, EXEC_SPAWN, EXEC_SPAWNP,
+};
+
+/* One exec or spawn call: its arguments, whichever the variant uses. */
+struct exec_call {
+	enum exec_kind kind;
+	const char *path;     /* path or file */
+	int fd;               /* fexecve, execveat: the fd or dirfd */
+	int flags;            /* execveat */
+	char *const *argv;
+	char *const *envp;    /* the variants without one use environ */
+	pid_t *pid;           /* posix_spawn* */
+	const posix_spawn_file_actions_t *actions;
+	const posix_spawnattr_t *attr;
+};
+
+static bool exec_has_envp(enum exec_kind kind)
+{
+	return kind != EXEC_V && kind != EXEC_VP;
+}
+
+static int exec_real(const struct exec_call *c, char *const *env)
+{
+	switch (c->kind) {
+	case EXEC_VE:
+		return PL_REAL(execve)(c->path, c->argv, env);
+	case EXEC_V:
+		return PL_REAL(execv)(c->path, c->argv);
+	case EXEC_VP:
+		return PL_REAL(execvp)(c->path, c->argv);
+	case EXEC_VPE:
+		return PL_REAL(execvpe)(c->path, c->argv, env);
+	case EXEC_FVE:
+		return PL_REAL(fexecve)(c->fd, c->argv, env);
+	case EXEC_VEAT:
+		return PL_REAL(execveat)(c->fd, c->path, c->argv, env, c->flags);
+	case EXEC_SPAWN:
+		return PL_REAL(posix_spawn)(c->pid, c->path, c->actions, c->attr, c->argv, env);
+	case EXEC_SPAWNP:
+		return PL_REAL(posix_spawnp)(c->pid, c->path, c->actions, c->attr, c->argv, env);
+	}
+	errno = EINVAL;
+	return -1;
+}
+
+/* Move what the new image inherits, name its leftovers in its environment
+ * (envp, or environ for the variants without one), run the call, undo when
+ * it returns (a failed exec, or a spawn). */
+static int exec_run(const struct exec_call *c)
+{
+	struct inherit in = { .nfds = 0 };
+	migrate_inherited(&in);
+	char *const *env = NULL;
+	if (exec_has_envp(c->kind))
+		env = inherit_envp(&in, c->envp);
+	else
+		inherit_environ(&in);
+	int ret = exec_real(c, env);
+	inherit_undo(&in);
+	return ret;
+}
 
 PL_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	EXEC_ENVP(PL_REAL(execve)(path, argv, env));
+	return exec_run(&(struct exec_call){ .kind = EXEC_VE, .path = path, .argv = argv,
+					     .envp = envp });
 }
 
 PL_EXPORT int execv(const char *path, char *const argv[])
 {
-	EXEC_ENVIRON(PL_REAL(execv)(path, argv));
+	return exec_run(&(struct exec_call){ .kind = EXEC_V, .path = path, .argv = argv });
 }
 
 PL_EXPORT int execvp(const char *file, char *const argv[])
 {
-	EXEC_ENVIRON(PL_REAL(execvp)(file, argv));
+	return exec_run(&(struct exec_call){ .kind = EXEC_VP, .path = file, .argv = argv });
 }
 
 PL_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	EXEC_ENVP(PL_REAL(execvpe)(file, argv, env));
+	return exec_run(&(struct exec_call){ .kind = EXEC_VPE, .path = file, .argv = argv,
+					     .envp = envp });
 }
 
 PL_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	EXEC_ENVP(PL_REAL(fexecve)(fd, argv, env));
+	return exec_run(&(struct exec_call){ .kind = EXEC_FVE, .fd = fd, .argv = argv,
+					     .envp = envp });
 }
 
 PL_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
 		       int flags)
 {
-	EXEC_ENVP(PL_REAL(execveat)(dirfd, path, argv, env, flags));
+	return exec_run(&(struct exec_call){ .kind = EXEC_VEAT, .fd = dirfd, .path = path,
+					     .argv = argv, .envp = envp, .flags = flags });
 }
 
 /* execl, execlp, execle: the list becomes a vector (glibc does the same on its
- * stack), then the vector call above. */
+ * stack), then the vector call's path (execle's envp follows the NULL). */
 #define ARGS_MAX 4096
 
-static int collect_args(const char *arg0, va_list ap, char **argv)
+static int exec_list(enum exec_kind kind, const char *path, const char *arg0, va_list ap)
 {
+	char *argv[ARGS_MAX];
 	int n = 0;
 	argv[n++] = (char *)arg0;
 	while (argv[n - 1] != NULL) {
@@ -264,50 +271,38 @@ static int collect_args(const char *arg0, va_list ap, char **argv)
 		}
 		argv[n++] = va_arg(ap, char *);
 	}
-	return n;
+	char *const *envp = kind == EXEC_VE ? va_arg(ap, char *const *) : NULL;
+	return exec_run(&(struct exec_call){ .kind = kind, .path = path, .argv = argv,
+					     .envp = envp });
 }
 
-PL_EXPORT int execl(const char *path, const char *arg, ...)
-{
-	char *argv[ARGS_MAX];
-	va_list ap;
-	va_start(ap, arg);
-	int n = collect_args(arg, ap, argv);
-	va_end(ap);
-	return n < 0 ? -1 : execv(path, argv);
-}
-
-PL_EXPORT int execlp(const char *file, const char *arg, ...)
-{
-	char *argv[ARGS_MAX];
-	va_list ap;
-	va_start(ap, arg);
-	int n = collect_args(arg, ap, argv);
-	va_end(ap);
-	return n < 0 ? -1 : execvp(file, argv);
-}
-
-PL_EXPORT int execle(const char *path, const char *arg, ...)
-{
-	char *argv[ARGS_MAX];
-	va_list ap;
-	va_start(ap, arg);
-	int n = collect_args(arg, ap, argv);
-	char *const *envp = n < 0 ? NULL : va_arg(ap, char *const *);
-	va_end(ap);
-	return n < 0 ? -1 : execve(path, argv, envp);
-}
+#define PL_EXECL_WRAPPER(name, kind) \
+	PL_EXPORT int name(const char *path, const char *arg, ...) \
+	{ \
+		va_list ap; \
+		va_start(ap, arg); \
+		int ret = exec_list(kind, path, arg, ap); \
+		va_end(ap); \
+		return ret; \
+	}
+PL_EXECL_WRAPPER(execl, EXEC_V)
+PL_EXECL_WRAPPER(execlp, EXEC_VP)
+PL_EXECL_WRAPPER(execle, EXEC_VE)
 
 PL_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
 			  const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	EXEC_ENVP(PL_REAL(posix_spawn)(pid, path, actions, attr, argv, env));
+	return exec_run(&(struct exec_call){ .kind = EXEC_SPAWN, .pid = pid, .path = path,
+					     .actions = actions, .attr = attr, .argv = argv,
+					     .envp = envp });
 }
 
 PL_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
 			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	EXEC_ENVP(PL_REAL(posix_spawnp)(pid, file, actions, attr, argv, env));
+	return exec_run(&(struct exec_call){ .kind = EXEC_SPAWNP, .pid = pid, .path = file,
+					     .actions = actions, .attr = attr, .argv = argv,
+					     .envp = envp });
 }
 
 /* The spawned child will get fd (even a close-on-exec one) as newfd: the
@@ -316,10 +311,10 @@ PL_EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *actio
 					       int newfd)
 {
 	struct stk_sock *sock = pl_tracked(fd);
-	if (any_accel() && needs_migration(sock)) {
+	if (sock && pl_enabled) {
 		int saved_errno = errno;
 		pl_enter();
-		stk_accel_migrate(&sock, 1, STK_MIGRATE_REASON_EXEC);
+		stk_sock_leave(sock, STK_LEAVE_SPAWN);
 		pl_leave();
 		errno = saved_errno;
 	}
@@ -339,7 +334,7 @@ void pl_adopt_inherited(void)
 		char tail;
 		if (sscanf(tok, "%d:%d%c", &fd, &memfd, &tail) != 2 || fd < 0 || memfd < 0)
 			continue;
-		struct stk_sock *sock = stk_accel_adopt(fd, memfd);
+		struct stk_sock *sock = stk_sock_adopt(fd, memfd);
 		if (sock) {
 			pl_fdtab_set(&pl_fdtab, fd, sock);
 			stk_sock_unref(sock); /* the table holds it */

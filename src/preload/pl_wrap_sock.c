@@ -1,11 +1,10 @@
 /* Socket lifecycle wrappers: creation, naming, connection. They keep the fd table
- * in step, take the accelerate-or-kernel decision once a socket's role is known,
- * and hand candidates to the stack around the kernel connect/listen/accept (which
- * always happen, as the app asked). */
+ * in step and hand each step of a tracked socket to the stack (stk.h), which
+ * takes the accelerate-or-kernel decision once the socket's role is known,
+ * around the kernel connect/listen/accept (which always happen, as the app
+ * asked). When the stack says the kernel keeps a socket, its fd is forgotten. */
 #include "config.h"
 #include "preload/pl_wrap.h"
-#include "stack/stk_accel.h"
-#include "stack/stk_sock.h"
 
 #include <errno.h>
 
@@ -21,35 +20,26 @@ void pl_untrack(int fd)
 	errno = saved_errno;
 }
 
-bool pl_decide(int fd, struct stk_sock *sock, enum stk_role role,
-	       const struct sockaddr *local, const struct sockaddr *remote)
-{
-	int saved_errno = errno;
-	pl_enter();
-	bool keep = stk_sock_decide(sock, fd, role, local, remote);
-	pl_leave();
-	if (!keep)
-		pl_untrack(fd);
-	errno = saved_errno;
-	return keep;
-}
-
-bool pl_decide_local(int fd, struct stk_sock *sock, enum stk_role role)
-{
-	struct sockaddr_storage local;
-	socklen_t len = sizeof(local);
-	int saved_errno = errno;
-	bool known = PL_REAL(getsockname)(fd, (struct sockaddr *)&local, &len) == 0;
-	errno = saved_errno;
-	return pl_decide(fd, sock, role, known ? (struct sockaddr *)&local : NULL, NULL);
-}
-
 void pl_forget_stale(int fd)
 {
 	if (__builtin_expect(pl_fdtab_get(&pl_fdtab, fd) == NULL, 1))
 		return;
 	int saved_errno = errno;
 	pl_fdtab_set(&pl_fdtab, fd, NULL);
+	errno = saved_errno;
+}
+
+/* A step of sock's life (behind fd) in the stack, inside the guard; when the
+ * stack answers that the kernel keeps the socket, fd is forgotten. errno is
+ * preserved. */
+static void life_step(int fd, struct stk_sock *sock, bool (*step)(struct stk_sock *, int))
+{
+	int saved_errno = errno;
+	pl_enter();
+	bool keep = step(sock, fd);
+	pl_leave();
+	if (!keep)
+		pl_untrack(fd);
 	errno = saved_errno;
 }
 
@@ -76,8 +66,8 @@ PL_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	int ret = PL_REAL(bind)(fd, addr, len);
 	struct stk_sock *sock;
-	if (ret == 0 && (sock = pl_undecided(fd)) && sock->kind == STK_SOCK_UDP)
-		pl_decide_local(fd, sock, STK_ROLE_UDP_RECEIVER);
+	if (ret == 0 && (sock = pl_tracked(fd)))
+		life_step(fd, sock, stk_sock_bound);
 	return ret;
 }
 
@@ -85,17 +75,9 @@ PL_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
  * listen) so each accepted connection can tell a libfabsock client. */
 PL_EXPORT int listen(int fd, int backlog)
 {
-	struct stk_sock *sock = pl_undecided(fd);
-	if (sock && sock->kind == STK_SOCK_TCP &&
-	    pl_decide_local(fd, sock, STK_ROLE_TCP_SERVER)) {
-		int saved_errno = errno;
-		pl_enter();
-		bool keep = stk_accel_listen_begin(sock, fd);
-		pl_leave();
-		errno = saved_errno;
-		if (!keep)
-			pl_untrack(fd);
-	}
+	struct stk_sock *sock = pl_tracked(fd);
+	if (sock)
+		life_step(fd, sock, stk_sock_listen);
 	return PL_REAL(listen)(fd, backlog);
 }
 
@@ -106,13 +88,13 @@ static int after_accept(int listen_fd, int newfd)
 	if (newfd < 0)
 		return newfd;
 	struct stk_sock *listener = pl_tracked(listen_fd);
-	if (!listener || !listener->accel_listener) {
+	if (!listener) {
 		pl_forget_stale(newfd);
 		return newfd;
 	}
 	int saved_errno = errno;
 	pl_enter();
-	struct stk_sock *sock = stk_accel_accepted(listener, newfd);
+	struct stk_sock *sock = stk_sock_accepted(listener, newfd);
 	pl_leave();
 	if (sock) {
 		pl_fdtab_set(&pl_fdtab, newfd, sock);
@@ -138,61 +120,53 @@ PL_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
  * the app asked (blocking or not); the negotiation then runs lazily. */
 PL_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
-	struct stk_sock *sock = pl_undecided(fd);
-	const struct sockaddr *remote = PL_SA(addr);
-	bool negotiate = false;
-	if (sock && remote && len >= sizeof(sa_family_t) &&
-	    (remote->sa_family == AF_INET || remote->sa_family == AF_INET6) &&
-	    pl_decide(fd, sock,
-		      sock->kind == STK_SOCK_TCP ? STK_ROLE_TCP_CLIENT : STK_ROLE_UDP_CONNECT,
-		      NULL, remote)) {
+	struct stk_sock *sock = pl_tracked(fd);
+	int step = STK_CONNECT_PLAIN;
+	if (sock) {
 		int saved_errno = errno;
 		pl_enter();
-		negotiate = stk_accel_connect_begin(sock, fd);
+		step = stk_sock_connect_begin(sock, fd, PL_SA(addr), len);
 		pl_leave();
-		errno = saved_errno;
-		if (!negotiate)
+		if (step == STK_CONNECT_FORGET)
 			pl_untrack(fd);
+		errno = saved_errno;
 	}
 	int ret = PL_REAL(connect)(fd, addr, len);
-	if (negotiate) {
+	if (step == STK_CONNECT_NEGOTIATE) {
 		int saved_errno = errno;
 		pl_enter();
-		stk_accel_connect_end(sock, fd, ret == 0 ? 0 : -saved_errno);
+		bool keep = stk_sock_connect_end(sock, fd, ret == 0 ? 0 : -saved_errno);
 		pl_leave();
-		if (!sock->conn)
+		if (!keep)
 			pl_untrack(fd);
 		errno = saved_errno;
 	}
 	return ret;
 }
 
-void pl_decide_sender(int fd, const void *dest, socklen_t dest_len)
+void pl_decide_sender(int fd, struct stk_sock *sock, const void *dest, socklen_t dest_len)
 {
-	struct stk_sock *sock = pl_undecided(fd);
-	const struct sockaddr *remote = dest;
-	if (sock && sock->kind == STK_SOCK_UDP && remote && dest_len >= sizeof(sa_family_t) &&
-	    (remote->sa_family == AF_INET || remote->sa_family == AF_INET6))
-		pl_decide(fd, sock, STK_ROLE_UDP_SENDER, NULL, remote);
+	if (!sock || !dest)
+		return;
+	int saved_errno = errno;
+	pl_enter();
+	bool keep = stk_sock_send_to(sock, fd, dest, dest_len);
+	pl_leave();
+	if (!keep)
+		pl_untrack(fd);
+	errno = saved_errno;
 }
 
 /* SO_ZEROCOPY on: MSG_ZEROCOPY completions come from the kernel socket's error
- * queue, so the kernel carries the socket (stk_accel_zerocopy). */
+ * queue, so the kernel carries the socket (stk_sock_zerocopy). */
 PL_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	int ret = PL_REAL(setsockopt)(fd, level, name, val, len);
 	if (__builtin_expect(level == SOL_SOCKET && name == SO_ZEROCOPY, 0) && ret == 0 &&
 	    val && len >= sizeof(int) && *(const int *)val != 0) {
 		struct stk_sock *sock = pl_tracked(fd);
-		if (sock) {
-			int saved_errno = errno;
-			pl_enter();
-			bool forget = stk_accel_zerocopy(sock, fd);
-			pl_leave();
-			if (forget)
-				pl_untrack(fd);
-			errno = saved_errno;
-		}
+		if (sock)
+			life_step(fd, sock, stk_sock_zerocopy);
 	}
 	return ret;
 }
@@ -205,12 +179,7 @@ PL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	if (ret != 0 || level != SOL_SOCKET || name != SO_ERROR || *len < sizeof(int))
 		return ret;
 	struct stk_sock *sock = pl_tracked(fd);
-	if (sock && sock->conn) {
-		int saved_errno = errno;
-		pl_enter();
-		*(int *)val = stk_accel_so_error(sock, *(int *)val);
-		pl_leave();
-		errno = saved_errno;
-	}
+	if (sock)
+		*(int *)val = stk_sock_so_error(sock, *(int *)val);
 	return ret;
 }

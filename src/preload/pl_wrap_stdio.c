@@ -3,9 +3,6 @@
  * before a FILE uses it; dprintf formats here and writes through our write. */
 #include "config.h"
 #include "preload/pl_wrap.h"
-#include "stack/stk_accel.h"
-#include "stack/stk_migrate.h"
-#include "stack/stk_stream.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -27,18 +24,18 @@ static size_t stdin_pushed;
  * that stdio reads them before the kernel's. Returns true when all went. */
 static bool leftover_to_file(struct stk_sock *sock, FILE *fp)
 {
-	size_t n = pl_leftover_count(sock);
+	size_t n = stk_sock_leftover_count(sock);
 	if (n == 0)
 		return true;
 	unsigned char *buf = malloc(n);
 	if (!buf)
 		return false;
-	n = stk_leftover_take(sock->conn->left, buf, n, true);
+	n = stk_sock_leftover_take(sock, buf, n, true);
 	size_t pushed = 0;
 	while (pushed < n && ungetc(buf[n - 1 - pushed], fp) != EOF)
 		pushed++;
 	if (pushed == n) { /* now the FILE's: taken from the stack */
-		stk_leftover_take(sock->conn->left, buf, n, false);
+		stk_sock_leftover_take(sock, buf, n, false);
 		if (fp == stdin)
 			stdin_pushed = n;
 	}
@@ -59,7 +56,7 @@ PL_EXPORT FILE *fdopen(int fd, const char *mode)
 	/* also a migrated connection with nothing left to read: its private
 	 * duplicate of the socket would outlive fclose */
 	struct stk_sock *sock = pl_tracked(fd);
-	if (!sock || !sock->conn)
+	if (!sock || !(stk_sock_state(sock) & STK_SOCK_CONN))
 		return PL_REAL(fdopen)(fd, mode);
 	pl_to_kernel(sock);
 	FILE *fp = PL_REAL(fdopen)(fd, mode);
@@ -67,8 +64,8 @@ PL_EXPORT FILE *fdopen(int fd, const char *mode)
 		return NULL;
 	int saved_errno = errno;
 	bool reads = mode && (mode[0] == 'r' || strchr(mode, '+'));
-	if (!stk_conn_on_fabric(sock->conn) ||
-	    (reads ? leftover_to_file(sock, fp) : pl_leftover_count(sock) == 0))
+	if (!(stk_sock_state(sock) & STK_SOCK_FABRIC) ||
+	    (reads ? leftover_to_file(sock, fp) : stk_sock_leftover_count(sock) == 0))
 		pl_untrack(fd);
 	errno = saved_errno;
 	return fp;
@@ -81,12 +78,12 @@ PL_EXPORT FILE *fdopen(int fd, const char *mode)
 void pl_std_stream(int fd)
 {
 	struct stk_sock *sock = pl_tracked(fd);
-	if (!sock || !sock->conn)
+	if (!sock || !(stk_sock_state(sock) & STK_SOCK_CONN))
 		return;
 	pl_to_kernel(sock);
 	int saved_errno = errno;
-	if (!stk_conn_on_fabric(sock->conn) ||
-	    (fd == 0 ? leftover_to_file(sock, stdin) : pl_leftover_count(sock) == 0))
+	if (!(stk_sock_state(sock) & STK_SOCK_FABRIC) ||
+	    (fd == 0 ? leftover_to_file(sock, stdin) : stk_sock_leftover_count(sock) == 0))
 		pl_untrack(fd);
 	errno = saved_errno;
 }
@@ -105,11 +102,8 @@ int pl_stdin_pushed_fd(void)
 	size_t unread = (size_t)(stdin->_IO_read_end - stdin->_IO_read_ptr);
 	if (unread > stdin_pushed)
 		unread = stdin_pushed; /* more is the program's own push-back */
-	int fd = -1;
 	pl_enter();
-	struct stk_leftover *left = stk_leftover_new((const uint8_t *)stdin->_IO_read_ptr,
-						     unread, 0, unread, &fd);
-	stk_leftover_free(left); /* the memfd keeps the bytes */
+	int fd = stk_leftover_memfd(stdin->_IO_read_ptr, unread);
 	pl_leave();
 	return fd;
 }

@@ -35,6 +35,9 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_poll.c \
 	src/stack/stk_migrate.c src/stack/stk_migrate.h \
 	src/stack/stk_sock.c src/stack/stk_sock.h \
-	src/stack/stk_accel.c src/stack/stk_accel.h
+	src/stack/stk_accel.c src/stack/stk_accel.h \
+	src/stack/stk_tcp.c \
+	src/stack/stk_api.c src/stack/stk_api_proc.c src/stack/stk_api_ready.c \
+	src/stack/stk.h
 src_stack_libstk_la_CFLAGS = $(AM_CFLAGS) -fPIC $(FABRIC_CFLAGS)
 src_stack_libstk_la_LIBADD = -ldl -lpthread

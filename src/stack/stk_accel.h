@@ -1,14 +1,11 @@
-/* stk_accel: what the interposition layer calls at each step of a TCP socket's
- * life to put it on a fabric provider, and the data calls on accelerated sockets.
- *
- * The preload only dispatches: it calls these at socket creation, connect,
- * listen, accept and close, and forwards data calls on sockets whose stk_sock has a
- * connection. All protocol decisions live here and below.
+/* stk_accel: each step of a TCP socket's life on a fabric provider, and the
+ * data calls on its connection, under stk.h's socket calls (stk_api.c,
+ * stk_tcp.c). All protocol decisions live here and below.
  *
  * Phases: a candidate TCP connection has a conn from connect()/accept() on, which
- * negotiates lazily (stk_lazy.h); the preload sends a data call to the stack
- * when the conn is on the fabric (stk_conn_on_fabric), to the kernel when it
- * settled there, and asks stk_accel_settle first otherwise.
+ * negotiates lazily (stk_lazy.h); a data call goes to the stream when the conn
+ * is on the fabric (stk_conn_on_fabric), to the kernel when it settled there,
+ * and asks stk_accel_settle first otherwise (stk_tcp.c).
  *
  * Kernel fds: an accelerated connection keeps a PRIVATE duplicate of the app's
  * kernel socket (close-on-exec) as its liveness channel, so the app may close,
@@ -29,9 +26,7 @@
 #include "stack/stk_sock.h"
 #include "stack/stk_stream.h"
 
-/* Accelerated connections and epoll objects alive in the process: while both
- * are 0, poll/select/epoll need nothing from the stack (one relaxed load). */
-extern int stk_accel_live;
+/* stk_accel_live, stk_epoll_live: stk.h. */
 
 /* connect(): call before the kernel connect (the rules already chose to
  * accelerate this destination). Returns true when the socket stays a candidate

@@ -27,6 +27,7 @@ struct stk_sock *stk_sock_new(int domain, int type, int protocol)
 		return NULL;
 	sock->refs = 1;
 	sock->kind = kind;
+	sock->ops = kind == STK_SOCK_TCP ? &stk_tcp_ops : NULL;
 	sock->domain = domain;
 	stk_count(STK_C_SOCKETS_TRACKED);
 	return sock;

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 
+#include "stack/stk.h"
 #include "stack/stk_rules.h"
 
 enum stk_sock_kind {
@@ -24,9 +25,41 @@ struct stk_epoll;
 
 struct stk_conn;
 
+/* The operations of one kind of socket behind stk.h's data calls. Each returns
+ * what stk.h says of its call (result, -errno or STK_KERNEL). A socket whose
+ * ops is NULL (UDP sockets, epoll objects) has every data call carried by the
+ * kernel: stk.h's functions return STK_KERNEL without a further call. Another
+ * kind (UDP datagrams carried by the stack) is a table beside stk_tcp_ops, set
+ * by stk_sock_new; a table sets every slot. */
+struct stk_sock_ops {
+	ssize_t (*recvfrom)(struct stk_sock *sock, void *buf, size_t len, int flags,
+			    struct sockaddr *addr, socklen_t *alen);
+	ssize_t (*sendto)(struct stk_sock *sock, const void *buf, size_t len, int flags,
+			  const struct sockaddr *addr, socklen_t alen);
+	ssize_t (*recvv)(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
+	ssize_t (*sendv)(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
+	ssize_t (*recvmsg)(struct stk_sock *sock, struct msghdr *msg, int flags);
+	ssize_t (*sendmsg)(struct stk_sock *sock, const struct msghdr *msg, int flags);
+	int (*recvmmsg)(struct stk_sock *sock, struct mmsghdr *vec, unsigned int vlen, int flags,
+			struct timespec *timeout);
+	int (*sendmmsg)(struct stk_sock *sock, struct mmsghdr *vec, unsigned int vlen, int flags);
+	ssize_t (*sendfile)(struct stk_sock *sock, int in_fd, off_t *offset, size_t count);
+	int (*shutdown)(struct stk_sock *sock, int how);
+	int (*ioctl)(struct stk_sock *sock, unsigned long request, void *arg);
+	int (*so_error)(struct stk_sock *sock, int kernel_err);
+	void (*set_nonblock)(struct stk_sock *sock, bool nonblock);
+};
+
+/* The preload's fd table (stk_set_fd_table; the default knows no fd). */
+extern struct stk_fd_table stk_fds;
+
+/* The TCP stream's operations (stk_tcp.c). */
+extern const struct stk_sock_ops stk_tcp_ops;
+
 struct stk_sock {
 	int refs;                /* atomic */
 	enum stk_sock_kind kind;
+	const struct stk_sock_ops *ops; /* by kind: TCP stk_tcp_ops, others NULL */
 	int domain;
 	bool decided;            /* the role was known and the decision taken */
 	bool syn_marked;         /* client: SYN marked, negotiation after connect */
@@ -36,16 +69,9 @@ struct stk_sock {
 	struct stk_epoll *epoll; /* STK_SOCK_EPOLL: the object attached to the fd */
 };
 
-/* A new object for a socket(domain, type, protocol) just created, or NULL when the
- * socket is not a candidate (not IPv4/IPv6 TCP or UDP) or memory is short. */
-struct stk_sock *stk_sock_new(int domain, int type, int protocol);
+/* stk_sock_new, stk_sock_ref, stk_sock_unref: stk.h. */
 /* The object for an app epoll fd that now holds accelerated sockets (takes ep). */
 struct stk_sock *stk_sock_new_epoll(struct stk_epoll *ep);
-void stk_sock_ref(struct stk_sock *sock);
-/* Dropping the last reference closes an accelerated connection (graceful, or
- * abortive when the app set SO_LINGER with a zero timeout), or destroys an epoll
- * object. Callers that use an object across a blocking call hold a reference. */
-void stk_sock_unref(struct stk_sock *sock);
 
 /* Decide for a socket whose role is now known (local/remote may be NULL when
  * unknown). Logs the outcome (debug), logs each distinct fallback reason once

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The stack's include order: every #include "stack/stk_X.h" in src/stack names
 # a module on the including file's line of src/stack/layers.txt or above it.
-# A module missing from layers.txt is an error too.
+# A module missing from layers.txt is an error too, and so is an #include of
+# stk.h (the preload's interface) below the last line.
 src=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}/src/stack
 order=$src/layers.txt
 [ -r "$order" ] || { echo "layers.sh: cannot read $order"; exit 1; }
@@ -10,6 +11,9 @@ order=$src/layers.txt
 rank() {
 	awk -v n="$1" '!/^#/ && NF { for (i = 1; i <= NF; i++) if ($i == n) print NR }' "$order"
 }
+
+# stk.h, the interface to the preload, belongs to the last line (the socket API)
+top=$(awk '!/^#/ && NF { n = NR } END { print n }' "$order")
 
 bad=0
 for f in "$src"/stk_*.c "$src"/stk_*.h; do
@@ -20,6 +24,10 @@ for f in "$src"/stk_*.c "$src"/stk_*.h; do
 		echo "layers.sh: $base: module '$name' is not in src/stack/layers.txt"
 		bad=1
 		continue
+	fi
+	if grep -q '^#include "stack/stk\.h"' "$f" && [ "$r" -ne "$top" ]; then
+		echo "layers.sh: $base (layer line $r) includes stk.h, the socket API's (line $top)"
+		bad=1
 	fi
 	for inc in $(sed -n 's|^#include "stack/stk_\([a-z0-9_]*\)\.h".*|\1|p' "$f"); do
 		ri=$(rank "$inc")
