@@ -28,10 +28,10 @@ static void fallback(enum stk_counter counter, int fd, const char *reason)
 	static int logged[STK_C_COUNT]; /* atomic flags */
 	stk_count(counter);
 	if (__atomic_exchange_n(&logged[counter], 1, __ATOMIC_RELAXED) == 0)
-		FSK_INFO("fd %d: TCP connection stays on the kernel: %s (logged once per reason, "
+		STK_INFO("fd %d: TCP connection stays on the kernel: %s (logged once per reason, "
 			 "counted)", fd, reason);
 	else
-		FSK_DBG("fd %d: TCP connection stays on the kernel: %s", fd, reason);
+		STK_DBG("fd %d: TCP connection stays on the kernel: %s", fd, reason);
 }
 
 static bool fd_nonblocking(int fd)
@@ -404,7 +404,7 @@ unsigned stk_accel_migrate(struct stk_sock **socks, size_t n, enum stk_migrate_r
 				   * still this process's to read (the caller's business) */
 		/* The other image / process reads the kernel socket only. */
 		stk_count_add(STK_C_MIGRATE_LEFTOVER_LOST, left);
-		FSK_WARN("fd %d: %zu byte(s) received before the %s and not read yet stay in "
+		STK_WARN("fd %d: %zu byte(s) received before the %s and not read yet stay in "
 			 "this process (readable through its fd only)", conn->fd, left,
 			 why == STK_MIGRATE_REASON_EXEC ? "exec" : "fd passing");
 	}
@@ -444,11 +444,11 @@ struct stk_sock *stk_accel_adopt(int fd, int memfd)
 	sock->decided = true;
 	sock->conn = conn;
 	__atomic_fetch_add(&stk_accel_live, 1, __ATOMIC_RELAXED);
-	FSK_DBG("fd %d: inherited through exec with %zu unread byte(s)", fd,
+	STK_DBG("fd %d: inherited through exec with %zu unread byte(s)", fd,
 		stk_leftover_count(left));
 	return sock;
 fail:
-	FSK_WARN("fd %d: the unread bytes handed down by the exec (memfd %d) cannot be "
+	STK_WARN("fd %d: the unread bytes handed down by the exec (memfd %d) cannot be "
 		 "used; they are lost", fd, memfd);
 	if (left) {
 		stk_count_add(STK_C_MIGRATE_LEFTOVER_LOST, stk_leftover_count(left));

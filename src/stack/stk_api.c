@@ -30,7 +30,7 @@ int stk_start(const char *(*getenv_fn)(const char *name), const char *program)
 
 void stk_log_active(int fd_table_size)
 {
-	FSK_INFO("libfabsock %s active: %zu rules, default %s, providers %s, profile %s, "
+	STK_INFO("libfabsock %s active: %zu rules, default %s, providers %s, profile %s, "
 		 "spin %u us, fd table %d",
 		 PACKAGE_VERSION, stk_cfg.rules.count,
 		 stk_action_name((enum stk_action)stk_cfg.default_action), stk_cfg.providers,
@@ -39,13 +39,13 @@ void stk_log_active(int fd_table_size)
 
 void stk_log_no_fd_table(void)
 {
-	FSK_ERR("cannot reserve the fd table: out of memory; libfabsock disabled, "
+	STK_ERR("cannot reserve the fd table: out of memory; libfabsock disabled, "
 		"sockets use the kernel");
 }
 
 void stk_log_disabled(void)
 {
-	FSK_INFO("libfabsock %s loaded but disabled (FABSOCK_DISABLE=1)", PACKAGE_VERSION);
+	STK_INFO("libfabsock %s loaded but disabled (FABSOCK_DISABLE=1)", PACKAGE_VERSION);
 }
 
 void stk_log_exit(void)

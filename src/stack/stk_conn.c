@@ -80,10 +80,10 @@ int stk_conn_fall_back(struct stk_attach_info *info, enum stk_counter counter, i
 	va_end(ap);
 	stk_count(counter);
 	if (__atomic_exchange_n(&logged[counter], 1, __ATOMIC_RELAXED) == 0)
-		FSK_INFO("fd %d: TCP connection stays on the kernel: %s (logged once per "
+		STK_INFO("fd %d: TCP connection stays on the kernel: %s (logged once per "
 			 "reason, counted)", fd, info->reason);
 	else
-		FSK_DBG("fd %d: TCP connection stays on the kernel: %s", fd, info->reason);
+		STK_DBG("fd %d: TCP connection stays on the kernel: %s", fd, info->reason);
 	return STK_ATTACH_KERNEL;
 }
 
@@ -349,7 +349,7 @@ static int accelerated(struct stk_conn *conn, struct stk_conn **out, struct stk_
 {
 	snprintf(info->provider, sizeof(info->provider), "%s", stk_fab_name(conn->fab));
 	count_accel(info->provider);
-	FSK_DBG("fd %d: accelerated over %s (slot %u)", conn->fd, info->provider, conn->slot);
+	STK_DBG("fd %d: accelerated over %s (slot %u)", conn->fd, info->provider, conn->slot);
 	*out = conn;
 	return 0;
 }

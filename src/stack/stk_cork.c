@@ -113,7 +113,7 @@ static void start_flusher(void)
 	int starting;
 	if (ret) {
 		/* the app's own triggers still apply; only the time bound is lost */
-		FSK_WARN("cork: no flusher thread (%s): coalesced sends leave at the "
+		STK_WARN("cork: no flusher thread (%s): coalesced sends leave at the "
 			 "process's next socket call", strerror(ret));
 		starting = FLUSHER_STARTING;
 		__atomic_compare_exchange_n(&flusher_state, &starting, FLUSHER_FAILED, false,

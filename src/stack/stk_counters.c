@@ -66,6 +66,6 @@ void stk_counters_log(void)
 	for (int i = 0; i < STK_C_COUNT; i++) {
 		uint64_t v = all[i];
 		if (v)
-			FSK_INFO("counter %s = %" PRIu64, counter_names[i], v);
+			STK_INFO("counter %s = %" PRIu64, counter_names[i], v);
 	}
 }

@@ -50,12 +50,12 @@ int stk_epoll_create(int epfd, struct stk_epoll **out)
 	if (ep->priv < 0) {
 		int err = -errno;
 		free(ep);
-		FSK_WARN("epoll_create1 for epoll fd %d: %s", epfd, strerror(-err));
+		STK_WARN("epoll_create1 for epoll fd %d: %s", epfd, strerror(-err));
 		return err;
 	}
 	int ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, epfd, EPOLLIN, TAG_APP);
 	if (ret) {
-		FSK_WARN("epoll fd %d: cannot watch it: %s", epfd, strerror(-ret));
+		STK_WARN("epoll fd %d: cannot watch it: %s", epfd, strerror(-ret));
 		stk_sys.close(ep->priv);
 		free(ep);
 		return ret;
@@ -64,7 +64,7 @@ int stk_epoll_create(int epfd, struct stk_epoll **out)
 	ret = ep->wake_fd < 0 ? -errno : sys_ctl(ep->priv, EPOLL_CTL_ADD, ep->wake_fd, EPOLLIN,
 						  TAG_WAKE);
 	if (ret) {
-		FSK_WARN("epoll fd %d: wake eventfd: %s", epfd, strerror(-ret));
+		STK_WARN("epoll fd %d: wake eventfd: %s", epfd, strerror(-ret));
 		if (ep->wake_fd >= 0)
 			stk_sys.close(ep->wake_fd);
 		stk_sys.close(ep->priv);

@@ -89,7 +89,7 @@ void ep_note_fab(struct stk_epoll *ep, struct ep_item *it)
 	if (wfd >= 0) {
 		int ret = sys_ctl(ep->priv, EPOLL_CTL_ADD, wfd, EPOLLIN, TAG_WAIT);
 		if (ret && ret != -EEXIST)
-			FSK_WARN("epoll fd %d: fabric wait fd %d: %s", ep->epfd, wfd,
+			STK_WARN("epoll fd %d: fabric wait fd %d: %s", ep->epfd, wfd,
 				 strerror(-ret));
 	}
 }
@@ -220,7 +220,7 @@ void ep_migrate_to_kernel(struct stk_epoll *ep, struct ep_item *it)
 		events &= ~(uint32_t)EVENT_BITS; /* one-shot already fired: stays disarmed */
 	struct epoll_event ev = { .events = events, .data = it->data };
 	if (stk_sys.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, it->fd, &ev) != 0 && errno != EEXIST)
-		FSK_DBG("epoll fd %d: fd %d back to the kernel set: %s", ep->epfd, it->fd,
+		STK_DBG("epoll fd %d: fd %d back to the kernel set: %s", ep->epfd, it->fd,
 			strerror(errno));
 	ep_remove_item(ep, it);
 }

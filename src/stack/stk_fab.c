@@ -266,7 +266,7 @@ int stk_fab_get_ready(const char *prov, const struct sockaddr *local, struct stk
 	pthread_mutex_unlock(&fab_table_lock);
 	if (start && (!exit_hook ||
 		      stk_thread_start(bg_open_main, (void *)(uintptr_t)i, 8u << 20) != 0))
-		FSK_DBG("%s: no background open (the next connection that needs it opens it)",
+		STK_DBG("%s: no background open (the next connection that needs it opens it)",
 			key);
 	return ret;
 }

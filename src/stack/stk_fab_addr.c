@@ -102,13 +102,13 @@ static int shm_peer_allowed(const struct stk_fab *fab, const void *addr, size_t 
 		return 0;
 	static int logged;
 	if (__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED) == 0)
-		FSK_INFO("shm: peer address not used: %s (logged once; its connections use "
+		STK_INFO("shm: peer address not used: %s (logged once; its connections use "
 			 "another provider or the kernel)",
 			 ret == -EPERM ? "its region belongs to another user"
 			 : ret == -EINVAL ? "not a region of this host's " SHM_DIR
 			 : strerror(-ret));
 	else
-		FSK_DBG("shm: peer address not used: %s", strerror(-ret));
+		STK_DBG("shm: peer address not used: %s", strerror(-ret));
 	return ret;
 }
 
@@ -173,7 +173,7 @@ int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr
 	if (ret != 1) {
 		/* a peer's address: its connection goes to the kernel, said at
 		 * info (the peer may be another user's, or gone) */
-		FSK_INFO("fi_av_insert on %s: %s", fab->name,
+		STK_INFO("fi_av_insert on %s: %s", fab->name,
 			 ret < 0 ? stk_fi.strerror(-ret) : "address rejected");
 		return ret < 0 ? ret : -EINVAL;
 	}
@@ -239,7 +239,7 @@ void fab_shm_unlink_regions(bool ours_only)
 	}
 	closedir(dir);
 	if (reclaimed && !ours_only)
-		FSK_INFO("shm: reclaimed %u region(s) left in " SHM_DIR " by exited processes",
+		STK_INFO("shm: reclaimed %u region(s) left in " SHM_DIR " by exited processes",
 			 reclaimed);
 }
 

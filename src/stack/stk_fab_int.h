@@ -81,7 +81,7 @@ static inline int fab_post_rx(struct stk_fab *fab, struct stk_fab_buf *buf)
 		return 0;
 	}
 	if (ret)
-		FSK_WARN("fi_recv on %s: %s", fab->name, stk_fi.strerror((int)-ret));
+		STK_WARN("fi_recv on %s: %s", fab->name, stk_fi.strerror((int)-ret));
 	return (int)ret;
 }
 

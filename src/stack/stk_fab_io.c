@@ -93,7 +93,7 @@ void stk_fab_buf_put(struct stk_fab *fab, struct stk_fab_buf *buf)
 static int post_result(struct stk_fab *fab, ssize_t ret, const char *call)
 {
 	if (ret != 0 && ret != -FI_EAGAIN)
-		FSK_WARN("%s on %s: %s", call, fab->name, stk_fi.strerror((int)-ret));
+		STK_WARN("%s on %s: %s", call, fab->name, stk_fi.strerror((int)-ret));
 	return (int)ret;
 }
 
@@ -195,10 +195,10 @@ int stk_fab_progress(struct stk_fab *fab)
 			 * connection): counted, logged at info the first time only. */
 			static int logged;
 			if (__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED) == 0)
-				FSK_INFO("%s: completion error: %s (logged once, counted in "
+				STK_INFO("%s: completion error: %s (logged once, counted in "
 					 "fab_cq_errors)", fab->name, stk_fi.strerror(err.err));
 			else
-				FSK_DBG("%s: completion error: %s", fab->name, stk_fi.strerror(err.err));
+				STK_DBG("%s: completion error: %s", fab->name, stk_fi.strerror(err.err));
 			complete(fab, err.op_context, err.flags, 0, false);
 			handled = 1;
 		}

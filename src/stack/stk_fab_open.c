@@ -43,7 +43,7 @@ static void fab_close(struct stk_fab *fab)
 	do { \
 		int fi_try_ret = (call); \
 		if (fi_try_ret) { \
-			FSK_WARN("%s: %s (domain %s): %s; its connections use the next " \
+			STK_WARN("%s: %s (domain %s): %s; its connections use the next " \
 				 "provider of '%s' or the kernel", name, what, \
 				 fab->info->domain_attr->name ? fab->info->domain_attr->name : "?", \
 				 stk_fi.strerror(-fi_try_ret), stk_cfg.providers); \
@@ -92,10 +92,10 @@ static int fab_getinfo(struct stk_fab *fab, struct fi_info *hints, const char *n
 		/* the default list names providers most hosts lack: say so only
 		 * at info level, unless the user chose the list */
 		if (stk_cfg.providers_chosen)
-			FSK_WARN("%s: fi_getinfo: %s (provider absent or no RDM endpoint)", name,
+			STK_WARN("%s: fi_getinfo: %s (provider absent or no RDM endpoint)", name,
 				 stk_fi.strerror(-ret));
 		else
-			FSK_INFO("%s: fi_getinfo: %s (provider absent or no RDM endpoint)", name,
+			STK_INFO("%s: fi_getinfo: %s (provider absent or no RDM endpoint)", name,
 				 stk_fi.strerror(-ret));
 		fab->info = NULL;
 	}
@@ -187,7 +187,7 @@ static int fab_open_bufs(struct stk_fab *fab, const char *name)
 	if (fab->slab == MAP_FAILED) {
 		fab->slab = NULL;
 		ret = -ENOMEM;
-		FSK_WARN("%s: cannot map %zu bytes of buffers", name, fab->slab_len);
+		STK_WARN("%s: cannot map %zu bytes of buffers", name, fab->slab_len);
 		goto fail;
 	}
 	if (info->domain_attr->mr_mode & FI_MR_LOCAL) {
@@ -243,7 +243,7 @@ int fab_open(const char *name, const struct fab_src *src, const char *key, struc
 	struct fi_info *info = fab->info;
 	if (strcmp(name, "shm") == 0)
 		fab_shm_note_owner(fab);
-	FSK_INFO("%s: RDM endpoint open (provider %s, segment %zu, stream segment %zu, "
+	STK_INFO("%s: RDM endpoint open (provider %s, segment %zu, stream segment %zu, "
 		 "inject %zu%s, wait fd %d, order 0x%llx)", key, info->fabric_attr->prov_name,
 		 fab->seg, fab->stream_seg, fab->inject, fab->gather ? " gathered" : "",
 		 fab->wait_fd, (unsigned long long)info->tx_attr->msg_order);

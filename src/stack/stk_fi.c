@@ -66,7 +66,7 @@ static void load(void)
 	void *lib = dlopen(STK_FI_SONAME, RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
 		const char *why = dlerror();
-		FSK_WARN("cannot load %s (%s): TCP stays on the kernel", STK_FI_SONAME,
+		STK_WARN("cannot load %s (%s): TCP stays on the kernel", STK_FI_SONAME,
 			 why ? why : "?");
 		stk_fi_leave();
 		return;
@@ -83,7 +83,7 @@ static void load(void)
 	stk_fi_leave();
 	if (!table.getinfo || !table.freeinfo || !table.dupinfo || !table.fabric ||
 	    !table.strerror) {
-		FSK_WARN("%s lacks fi_getinfo/fi_freeinfo/fi_dupinfo/fi_fabric/fi_strerror: "
+		STK_WARN("%s lacks fi_getinfo/fi_freeinfo/fi_dupinfo/fi_fabric/fi_strerror: "
 			 "TCP stays on the kernel", STK_FI_SONAME);
 		return;
 	}
@@ -140,11 +140,11 @@ void stk_fi_sigs_restore(struct stk_fi_sigs *saved)
 		 * the objects it brought; none sets SIG_DFL or SIG_IGN) */
 		if (now.sa_handler == SIG_DFL || now.sa_handler == SIG_IGN ||
 		    app_handler(now.sa_handler)) {
-			FSK_DBG("signal %d: the app changed its handler during the open: kept",
+			STK_DBG("signal %d: the app changed its handler during the open: kept",
 				sig);
 			continue;
 		}
-		FSK_DBG("libfabric replaced the handler of signal %d: restored", sig);
+		STK_DBG("libfabric replaced the handler of signal %d: restored", sig);
 		sigaction(sig, &saved->act[sig], NULL);
 	}
 	pthread_sigmask(SIG_SETMASK, &saved->mask, NULL); /* pending ones run the app's now */

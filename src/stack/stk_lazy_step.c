@@ -34,7 +34,7 @@ static void to_fabric(struct stk_lazy *l)
 	stk_conn_count_accel(stk_fab_name(conn->fab));
 	stk_conn_enter_fabric(conn);
 	l->changed = true;
-	FSK_DBG("fd %d: accelerated over %s (slot %u)", l->app_fd, stk_fab_name(conn->fab),
+	STK_DBG("fd %d: accelerated over %s (slot %u)", l->app_fd, stk_fab_name(conn->fab),
 		conn->slot);
 }
 
@@ -117,7 +117,7 @@ void lazy_send_or_fail(struct stk_lazy *l, const struct stk_nego_msg *msg)
 {
 	int ret = stk_nego_send_now(l->conn->fd, msg);
 	if (ret)
-		FSK_DBG("fd %d: negotiation record not sent: %s", l->app_fd, strerror(-ret));
+		STK_DBG("fd %d: negotiation record not sent: %s", l->app_fd, strerror(-ret));
 }
 
 static void begin_handshake(struct stk_lazy *l)
@@ -401,7 +401,7 @@ static bool step_strip(struct stk_lazy *l)
 		if (want == STK_NEGO_HELLO) {
 			/* the destination is libfabsock, only slow: wait longer next
 			 * time (P2) */
-			FSK_INFO("fd %d: removed a HELLO that arrived after the client "
+			STK_INFO("fd %d: removed a HELLO that arrived after the client "
 				 "fell back", l->app_fd);
 			if (lazy_get_addrs(l))
 				stk_nego_cache_put((struct sockaddr *)&l->peer,

@@ -74,7 +74,7 @@ void lazy_warm_up(void)
 		__atomic_store_n(&warm_running, 0, __ATOMIC_RELEASE);
 		return; /* the app's answer opens them, as without a warm-up */
 	}
-	FSK_DBG("a libfabsock peer: opening the providers in the background");
+	STK_DBG("a libfabsock peer: opening the providers in the background");
 }
 
 /* ---- registry and negotiation thread ----
@@ -223,7 +223,7 @@ void lazy_requeue(struct stk_lazy *l)
 		uint64_t one = 1;
 		if (idle && !in_thread && thread_fds_ours() &&
 		    stk_sys.write(thread_wakefd, &one, sizeof(one)) < 0)
-			FSK_DBG("negotiation thread not woken: %s", strerror(errno));
+			STK_DBG("negotiation thread not woken: %s", strerror(errno));
 	}
 	pthread_mutex_unlock(&nego_reg_lock);
 }
@@ -239,7 +239,7 @@ static void timer(struct stk_lazy *l)
 		uint64_t one = 1;
 		if (!in_thread && thread_fds_ours() &&
 		    stk_sys.write(thread_wakefd, &one, sizeof(one)) < 0)
-			FSK_DBG("negotiation thread not woken: %s", strerror(errno));
+			STK_DBG("negotiation thread not woken: %s", strerror(errno));
 	}
 	pthread_mutex_unlock(&nego_reg_lock);
 }
@@ -273,7 +273,7 @@ static void watch(struct stk_lazy *l)
 		if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_MOD, l->conn->fd, &ev) == 0)
 			l->watching = true;
 		else
-			FSK_DBG("fd %d: no fabric watch: %s", l->app_fd, strerror(errno));
+			STK_DBG("fd %d: no fabric watch: %s", l->app_fd, strerror(errno));
 	}
 	pthread_mutex_unlock(&nego_reg_lock);
 }
@@ -335,7 +335,7 @@ static bool take_events(int epfd, unsigned gen, const struct epoll_event *evs, i
 		if (!l) {
 			uint64_t v;
 			if (stk_sys.read(thread_wakefd, &v, sizeof(v)) < 0)
-				FSK_DBG("negotiation wake-up not read: %s", strerror(errno));
+				STK_DBG("negotiation wake-up not read: %s", strerror(errno));
 			again = true;
 		} else if (l->listed) {
 			q_push(l, Q_TODO);
@@ -522,7 +522,7 @@ void lazy_enlist(struct stk_lazy *l)
 		/* No background progress: app calls still complete the negotiation. */
 		static int warned;
 		if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-			FSK_WARN("no negotiation thread (%s): negotiations progress only in "
+			STK_WARN("no negotiation thread (%s): negotiations progress only in "
 				 "app calls", strerror(-ret));
 	}
 	pthread_mutex_unlock(&nego_reg_lock);

@@ -53,7 +53,7 @@ struct stk_leftover *stk_leftover_new(const uint8_t *ring, size_t size, size_t h
 	bool shared = left != NULL;
 	if (!shared) {
 		/* Still exact in this process; a forked child gets its own copy. */
-		FSK_WARN("migration: no shared mapping for %zu unread bytes; a child forked "
+		STK_WARN("migration: no shared mapping for %zu unread bytes; a child forked "
 			 "now would see them too", count);
 		left = calloc(1, len);
 		if (!left)

@@ -49,14 +49,14 @@ void stk_log(enum stk_log_level level, const char *fmt, ...)
 int stk_log_level_parse(const char *name);
 const char *stk_log_level_name(int level);
 
-#define FSK_LOG_AT(lvl, ...) \
+#define STK_LOG_AT(lvl, ...) \
 	do { \
 		if ((lvl) <= stk_log_level) \
 			stk_log((lvl), __VA_ARGS__); \
 	} while (0)
-#define FSK_ERR(...) FSK_LOG_AT(STK_LOG_ERROR, __VA_ARGS__)
-#define FSK_WARN(...) FSK_LOG_AT(STK_LOG_WARN, __VA_ARGS__)
-#define FSK_INFO(...) FSK_LOG_AT(STK_LOG_INFO, __VA_ARGS__)
-#define FSK_DBG(...) FSK_LOG_AT(STK_LOG_DEBUG, __VA_ARGS__)
+#define STK_ERR(...) STK_LOG_AT(STK_LOG_ERROR, __VA_ARGS__)
+#define STK_WARN(...) STK_LOG_AT(STK_LOG_WARN, __VA_ARGS__)
+#define STK_INFO(...) STK_LOG_AT(STK_LOG_INFO, __VA_ARGS__)
+#define STK_DBG(...) STK_LOG_AT(STK_LOG_DEBUG, __VA_ARGS__)
 
 #endif

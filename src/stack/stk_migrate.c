@@ -72,7 +72,7 @@ unsigned stk_migrate_conns(struct stk_conn **conns, size_t n, enum stk_migrate_r
 			if (r < 0) {
 				gone++;
 				stk_count(STK_C_MIGRATE_PEER_GONE);
-				FSK_WARN("fd %d: the peer died before it answered the migration: "
+				STK_WARN("fd %d: the peer died before it answered the migration: "
 					 "the bytes received before stay readable, then the kernel "
 					 "socket tells the end", conns[i]->fd);
 			}
@@ -84,7 +84,7 @@ unsigned stk_migrate_conns(struct stk_conn **conns, size_t n, enum stk_migrate_r
 			break;
 		if (!noted && stk_now_ns() - start > WAIT_NOTE_NS) {
 			noted = true;
-			FSK_INFO("migration: %zu peer(s) have not answered after %llu ms; waiting "
+			STK_INFO("migration: %zu peer(s) have not answered after %llu ms; waiting "
 				 "(their processes are alive)", waiting,
 				 (unsigned long long)(WAIT_NOTE_NS / 1000000ull));
 		}
@@ -127,7 +127,7 @@ unsigned stk_migrate_all(enum stk_migrate_reason why)
 		gone = stk_migrate_conns(conns, n, why);
 		free(conns);
 	} else {
-		FSK_WARN("migration: out of memory: connections inherited by the child are "
+		STK_WARN("migration: out of memory: connections inherited by the child are "
 			 "abandoned");
 	}
 	stk_conn_table_release();

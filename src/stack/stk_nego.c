@@ -51,7 +51,7 @@ static void host_init(void)
 		nib++;
 	}
 	if (nib < 32)
-		FSK_WARN("cannot read /proc/sys/kernel/random/boot_id: shm will not be chosen");
+		STK_WARN("cannot read /proc/sys/kernel/random/boot_id: shm will not be chosen");
 	struct stat st;
 	if (stat("/proc/self/ns/net", &st) == 0)
 		host_netns = (uint64_t)st.st_ino;

@@ -69,7 +69,7 @@ static void note_fallback_once(enum stk_role role, const char *reason)
 {
 	static int logged[STK_ROLE_COUNT]; /* atomic flags */
 	if (__atomic_exchange_n(&logged[role], 1, __ATOMIC_RELAXED) == 0)
-		FSK_INFO("%s sockets use the kernel: %s (logged once, counted in "
+		STK_INFO("%s sockets use the kernel: %s (logged once, counted in "
 			 "fallback_no_transport)", stk_role_name(role), reason);
 }
 
@@ -87,7 +87,7 @@ bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
 		char lbuf[64], rbuf[64], why[32] = "default";
 		if (by_rule)
 			snprintf(why, sizeof(why), "rule at line %u", rule->line);
-		FSK_DBG("fd %d: %s local %s remote %s -> %s (%s)", fd, stk_role_name(role),
+		STK_DBG("fd %d: %s local %s remote %s -> %s (%s)", fd, stk_role_name(role),
 			stk_sockaddr_str(local, lbuf, sizeof(lbuf)),
 			stk_sockaddr_str(remote, rbuf, sizeof(rbuf)),
 			stk_action_name((enum stk_action)action), why);

@@ -153,7 +153,7 @@ static bool goodbye(struct stk_conn *conn, bool abortive)
 	if (can_send) {
 		int ret = stream_post_control(conn, flags, true);
 		if (ret)
-			FSK_DBG("fd %d: close: could not send %s: %s", conn->fd,
+			STK_DBG("fd %d: close: could not send %s: %s", conn->fd,
 				rst ? "RST" : "FIN", strerror(-ret));
 	}
 	/* Data written before close is delivered, like the kernel does. Also
@@ -207,10 +207,10 @@ int stk_close(struct stk_conn *conn, bool abortive)
 		 * the memory (a bounded leak) rather than let a completion write freed
 		 * memory. */
 		if (peer_left) /* a killed peer: expected, and bounded */
-			FSK_INFO("fd %d: close: the peer process went away with sends of ours "
+			STK_INFO("fd %d: close: the peer process went away with sends of ours "
 				 "in flight; their buffers are kept", conn->fd);
 		else
-			FSK_WARN("fd %d: close: sends still in flight at the linger bound; "
+			STK_WARN("fd %d: close: sends still in flight at the linger bound; "
 				 "connection leaked", conn->fd);
 		stream_table_unlist(conn);
 		return 0;

@@ -72,10 +72,10 @@ void stk_migrate_note(struct stk_conn *conn, enum stk_migrate_reason why)
 	stk_count(STK_C_MIGRATED_TO_KERNEL);
 	stk_count(reason_counter[why]);
 	if (__atomic_exchange_n(&logged[why], 1, __ATOMIC_RELAXED) == 0)
-		FSK_INFO("fd %d: accelerated connection moved to the kernel: %s (logged once "
+		STK_INFO("fd %d: accelerated connection moved to the kernel: %s (logged once "
 			 "per reason, counted in migrated_to_kernel)", conn->fd, reason_text[why]);
 	else
-		FSK_DBG("fd %d: accelerated connection moved to the kernel: %s", conn->fd,
+		STK_DBG("fd %d: accelerated connection moved to the kernel: %s", conn->fd,
 			reason_text[why]);
 }
 
@@ -106,7 +106,7 @@ static void skip_bells_locked(struct stk_conn *conn)
 			deadline = stk_now_ns() + BELL_SKIP_NS;
 		if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
 		    stk_now_ns() > deadline) {
-			FSK_DBG("fd %d: migration: %zu doorbell bytes did not arrive", conn->fd,
+			STK_DBG("fd %d: migration: %zu doorbell bytes did not arrive", conn->fd,
 				owed);
 			conn->bells_rx = conn->bells_seen;
 			break;
@@ -162,7 +162,7 @@ static int send_migrate_locked(struct stk_conn *conn)
 		if (ret == -EAGAIN)
 			return ret;
 		if (ret) { /* the fabric is broken: nothing more will come on it either */
-			FSK_WARN("fd %d: migration: cannot send MIGRATE: %s; the peer learns "
+			STK_WARN("fd %d: migration: cannot send MIGRATE: %s; the peer learns "
 				 "it from its kernel socket", conn->fd, strerror(-ret));
 			stream_set_mig_rx_locked(conn);
 		}
@@ -185,7 +185,7 @@ void stream_migrated_locked(struct stk_conn *conn)
 		conn->left_fd = left_fd;
 		__atomic_store_n(&conn->left, left, __ATOMIC_RELEASE);
 	} else {
-		FSK_WARN("fd %d: migration: out of memory: %zu unread bytes dropped", conn->fd,
+		STK_WARN("fd %d: migration: out of memory: %zu unread bytes dropped", conn->fd,
 			 conn->ring_count);
 		stk_count_add(STK_C_MIGRATE_LEFTOVER_LOST, conn->ring_count);
 		conn->ring_count = 0;

@@ -135,7 +135,7 @@ void stream_protocol_reset(struct stk_conn *conn, const char *why)
 {
 	__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
 	if (!conn->reset) {
-		FSK_WARN("fd %d: fabric connection reset: %s", conn->fd, why);
+		STK_WARN("fd %d: fabric connection reset: %s", conn->fd, why);
 		stk_count(STK_C_CONN_RESETS);
 	}
 	/* as a kernel reset: the bytes received before stay readable (recv

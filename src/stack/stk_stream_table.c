@@ -84,7 +84,7 @@ int stk_conn_create(int fd, size_t window, struct stk_conn **out)
 	pthread_mutex_unlock(&conn_table_lock);
 	free(conn->ring);
 	free(conn);
-	FSK_WARN("connection table full (%u connections)", STK_CONN_MAX);
+	STK_WARN("connection table full (%u connections)", STK_CONN_MAX);
 	return -EMFILE;
 }
 
@@ -252,7 +252,7 @@ void stk_conn_atfork_child(void)
 			/* Created while the parent prepared the fork (another thread):
 			 * the parent keeps it on the fabric; the child cannot. */
 			stk_count(STK_C_MIGRATE_UNPREPARED);
-			FSK_WARN("fd %d: connection inherited without migration (created "
+			STK_WARN("fd %d: connection inherited without migration (created "
 				 "during fork): the child uses its kernel socket; bytes in "
 				 "flight on the fabric go to the parent", conn->fd);
 			conn->mig_tx = conn->mig_rx = true;

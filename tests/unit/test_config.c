@@ -167,7 +167,7 @@ START_TEST(test_log_file)
 	const char *env[] = { "FABSOCK_LOG", "info", "FABSOCK_LOG_FILE", path, NULL };
 	ck_assert_int_eq(load(env), 0);
 	ck_assert_int_eq(cfg.log_level, STK_LOG_INFO);
-	FSK_INFO("hello %d", 42);
+	STK_INFO("hello %d", 42);
 	int log_fd = stk_log_get_fd();
 	ck_assert_int_ne(log_fd, log_pipe[1]);
 	close(log_fd);
