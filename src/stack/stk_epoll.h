@@ -61,7 +61,8 @@
  * Lifetimes: the preload must call stk_epoll_conn_closed(conn) before it frees a
  * connection (stk_close), and stk_epoll_destroy(ep) when the app closes E (after
  * no thread is inside a call on ep any more). Errors are -errno. */
-/* Preload integration (ep = the stk_epoll the preload keeps for an epoll fd):
+/* Use by stk_api_ready.c (stk.h's epoll calls; ep = the stk_epoll kept for an
+ * epoll fd in its handle):
  *   epoll_ctl(epfd, op, fd, ev), fd accelerated (stk_ready_lookup(fd) = conn):
  *       ep = the object of epfd, created with stk_epoll_create(epfd, &ep) on the
  *       first ADD; stk_epoll_ctl(ep, op, fd, conn, ev). NOT the real epoll_ctl

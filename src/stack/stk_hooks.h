@@ -3,8 +3,8 @@
  * libfabric (and the providers under it) open files, sockets, eventfds and epoll
  * sets of their own; under LD_PRELOAD those calls must bypass the wrappers. The
  * guard that does that lives in src/preload, which the stack must not include, so
- * the preload installs it here once at start-up (before any fabric is opened):
- *     stk_hooks.enter = pl_enter; stk_hooks.leave = pl_leave;
+ * the preload installs it once at start-up, before any fabric is opened
+ * (stk_set_guard, stk.h).
  * Defaults are no-ops (unit tests, the stk_ API used as a library). Written once,
  * read-only afterwards: no lock. Calls nest. */
 #ifndef STK_HOOKS_H

@@ -44,20 +44,10 @@
  * than 32 fds while the same thread is inside one of them is not supported.
  * Timeouts are absolute (CLOCK_MONOTONIC) deadlines; every slice recomputes the
  * remaining time. */
-/* Preload integration (src/preload calls these; negative returns are -errno, to
- * be turned into errno = -ret, return -1 by the wrapper):
- *   start-up     stk_ready_lookup = fd → (tracked stk_sock)->conn or NULL;
- *                stk_ready_lookup_set = fd → (tracked stk_sock)->epoll or NULL;
- *                stk_sys.ppoll = the real ppoll (else the raw syscall is used)
- *   poll         stk_poll(fds, n, ms < 0 ? NULL : &ts_of(ms), NULL)
- *   ppoll        stk_poll(fds, n, timeout, sigmask)       (also __ppoll_chk;
- *   __poll_chk   as poll)
- *   select       stk_select(n, r, w, e, tv)
- *   pselect      stk_pselect(n, r, w, e, ts, sigmask)
- *   epoll_*      see stk_epoll.h
- * When FABSOCK_TCP_ACCEL is off (no fd can be accelerated) the wrappers may call
- * the real functions directly; otherwise the stk_ calls cost one lookup per fd
- * plus the real call when no fd of the set is accelerated. */
+/* Callers: stk_api_ready.c (stk.h's poll family) passes the preload's calls
+ * here; it installs stk_ready_lookup and stk_ready_lookup_set from the preload's
+ * fd table (stk_set_fd_table). When no fd of a set is accelerated, a call costs
+ * one lookup per fd plus the real call. */
 #ifndef STK_READY_H
 #define STK_READY_H
 
