@@ -26,7 +26,7 @@ __thread bool lazy_thread_idle; /* the negotiation thread has no other conn to v
 /* The warm-up: the first HELLO this process sees (a libfabsock peer, so the
  * fabric is about to be wanted) opens the providers on a thread of ours while
  * the app has not answered yet: a client that connects, pauses, then writes
- * (sockperf sleeps 2 s) no longer pays libfabric's and DPDK's start-up (~0.4 s,
+ * (sockperf sleeps 2 s) does not pay libfabric's and DPDK's start-up (~0.4 s,
  * seconds on a loaded machine) inside its first write. Only the open moves:
  * the client still answers in a call of its own app, and a process that meets
  * only plain peers never loads libfabric. An app call that needs the providers
