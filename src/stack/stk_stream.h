@@ -25,60 +25,11 @@
  * cause, keeps the bytes received before it (as Linux keeps its receive queue):
  * reads return them, then ECONNRESET once, then EOF.
  *
- * Sleeping (doorbells). A fabric with a CQ wait fd (tcp) wakes its sleepers
- * itself and none of this is used. shm has none, so a waiter that found nothing
- * for a while (spin, then a few short sleeps: never on the busy path) announces
- * its sleep to the peer of each connection it waits on with a SLEEP message
- * (len = the messages it has received so far; once per connection until it
- * sends anything else there or takes a doorbell: an idle epoll set with many
- * connections sends nothing per wait), checks readiness once more, and sleeps
- * in the kernel on the kernel connections (the liveness channels it watches
- * anyway) with no timeout of ours. The peer, when it processes a SLEEP, rings at
- * once if a message of ours that matters (anything but SLEEP/BELL) is beyond len,
- * else marks the peer asleep and rings before its next such message. A ring is
- * one byte written on the kernel connection, followed by the message whose
- * header counts it (a BELL message when the ring answers a SLEEP). Any other
- * message from the sleeper clears the mark (messages are ordered: it was awake
- * and announces again before its next sleep); SLEEP and BELL never ring.
- * The sleeper wakes on the byte and consumes exactly the bytes the peer's
- * headers have counted (stk_conn_check_liveness): before the peer's MIGRATE
- * every byte on the kernel connection is a doorbell, after it only stream bytes
- * follow the doorbells its MIGRATE counts, which are skipped when the MIGRATE
- * (or the end of the fabric part for another reason) is taken: a doorbell is
- * never read as data, stream bytes never as a doorbell.
- * Races, and why they are covered:
- *  - a message sent before the peer processes our SLEEP but not seen by us when
- *    we sent it: the peer's count of sent messages is beyond len: it rings;
- *    and it processes it before the call that sent the message returns (a
- *    call that posted a message that matters takes what has arrived, all of
- *    it: the SLEEP may sit behind a window of data the app has not read), not
- *    at its next call, which an app busy elsewhere may not make for seconds.
- *    A SLEEP posted after that look found the message already there (shm
- *    queues a post at once), so its sleeper's last look sees it;
- *  - one sent after: the mark; the announcement is made, then readiness checked
- *    once more, then we sleep: a ring at any point leaves the byte readable;
- *  - both ends go to sleep at once: each SLEEP is not a message that matters,
- *    so each marks the other (no ring ping-pong); the first to send rings;
- *  - a thread sends while another thread of the process sleeps on the
- *    announcement (a writer and a reader): the peer clears its mark on that
- *    message, so the sender announces again at once when a poll or blocking
- *    wait sleeps on the conn (stk_conn_sleepers_add, Dekker on the flag and
- *    the count) and tells epoll sets (they re-scan and announce again);
- *  - a doorbell consumed by one thread is not seen by another thread sleeping
- *    on the same kernel connection (nor is a state change made by another
- *    thread, shutdown for one, or a delivery by a thread that drained a shared
- *    wait fd): every poll or blocking wait links its thread's wake-up on the
- *    conns it sleeps on (stk_wake.h), which every change rings, and sleeps at
- *    most stk_sleep_cap() as a safety net; epoll sets are woken by the
- *    consumer's readiness notification;
- *  - the connection migrates while asleep: MIGRATE rings like any message and
- *    counts the doorbells before the stream; the data then arrives on the very
- *    fd slept on. A peer that closed or reset has nothing more to say: such a
- *    connection needs no announcement;
- *  - provider full when a BELL must follow a ring: posted from the next
- *    progress (as a pending MIGRATE answer); until then the byte is not
- *    consumed (a poll sees it ready and drives progress: a busy wait that the
- *    sender's next progress ends).
+ * Sleeping (doorbells), on a fabric without a CQ wait fd (shm): a waiter that
+ * found nothing for a while announces its sleep to each peer with a SLEEP
+ * message and sleeps in the kernel on the kernel connections; the peer rings a
+ * doorbell byte there before its next message that matters. The protocol, its
+ * counts and why every race is covered: docs/wire.md, "Doorbells".
  *
  * Threads: one mutex per connection (never held across progress or a sleep);
  * distinct connections never share a lock on the data path. Two threads on one
