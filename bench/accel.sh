@@ -24,9 +24,9 @@ launcher=$own_launcher
 rounds=${ROUNDS:-3}
 secs=${SECS:-3}
 providers=${PROVIDERS:-shm dpdk tcp}
-pin=
-[ "${PIN:-1}" = 1 ] && [ "$(nproc 2>/dev/null || echo 1)" -ge 2 ] && command -v taskset >/dev/null &&
-	pin=1
+. "$(dirname "$0")/lib.sh"
+fsk_env="FABSOCK_NEGO_WAIT_MS=2000 "
+pin_default
 command -v sockperf >/dev/null || { echo "bench/accel.sh: sockperf missing" >&2; exit 2; }
 [ -x "$launcher" ] || { echo "bench/accel.sh: $launcher not built" >&2; exit 2; }
 base_launcher=
@@ -34,43 +34,6 @@ base_launcher=
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsk-accel-bench.XXXXXX")
 trap 'kill $spid 2>/dev/null; rm -rf "$tmp"' EXIT
 spid=
-
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# listening PORT: a second for the server to start, then (a server slow to
-# start on a loaded machine) up to 10 s more until it listens on PORT.
-listening() {
-	sleep 1
-	command -v ss >/dev/null || return 0
-	i=0
-	while [ $i -lt 100 ] && ! ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; do
-		kill -0 "$spid" 2>/dev/null || return 0
-		sleep 0.1
-		i=$((i + 1))
-	done
-}
-
-# wrap PATH ROLE: the command prefix that runs a ROLE (server | client) on PATH
-# (PROV, or PROV@base: the BASE build's launcher).
-wrap() {
-	w=
-	if [ -n "$pin" ]; then
-		if [ "$2" = server ]; then w="taskset -c 0"; else w="taskset -c 1"; fi
-	fi
-	launcher=$own_launcher
-	case $1 in *@base)
-		[ -x "$base_launcher" ] || { echo "accel.sh: $1 needs BASE=builddir" >&2; exit 2; }
-		launcher=$base_launcher ;;
-	esac
-	case ${1%@base} in
-	kernel) ;;
-	dpdk)
-		if [ "$2" = server ]; then ip=198.18.0.1; else ip=198.18.0.2; fi
-		w="$w env FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info $launcher --dpdk net_memif0,role=$2,socket=$tmp/memif.sock --ip $ip/24 --" ;;
-	*) w="$w env FABSOCK_PROVIDERS=${1%@base} FABSOCK_NEGO_WAIT_MS=2000 FABSOCK_LOG=info $launcher --" ;;
-	esac
-	echo "$w"
-}
 
 # run PATH MODE: one sockperf client run against a fresh server, both on PATH
 # (kernel | shm | tcp); prints "PATH MODE value..." lines into $tmp/results.

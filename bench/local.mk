@@ -12,14 +12,14 @@ noinst_PROGRAMS += bench/overhead
 bench_overhead_SOURCES = bench/overhead.c
 bench_overhead_LDADD = -ldl
 EXTRA_DIST += bench/overhead.sh bench/demo.sh bench/accel.sh bench/connect.sh bench/footprint.sh \
-	bench/readme_table.sh
+	bench/readme_table.sh bench/apps.sh bench/lib.sh
 
 # Connection set-up cost, kernel vs launched (what the negotiation adds).
 noinst_PROGRAMS += bench/connect
 bench_connect_SOURCES = bench/connect.c
 bench_connect_LDADD = -lpthread
 
-.PHONY: bench bench-overhead bench-demo bench-accel bench-connect bench-footprint
+.PHONY: bench bench-overhead bench-demo bench-accel bench-connect bench-footprint bench-apps
 bench: bench-overhead bench-demo
 bench-overhead: bench/overhead tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/overhead.sh $(abs_top_builddir)
@@ -30,6 +30,10 @@ bench-accel: tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/accel.sh $(abs_top_builddir)
 bench-connect: bench/connect tools/fabsock src/libfabsock.la
 	$(SHELL) $(srcdir)/bench/connect.sh $(abs_top_builddir)
+# Real programs (nginx, socat, asyncio, sockperf, ab, redis, memcached, wrk,
+# connect+close), kernel vs shm vs dpdk, library defaults (bench/apps.sh).
+bench-apps: bench/connect tools/fabsock src/libfabsock.la
+	$(SHELL) $(srcdir)/bench/apps.sh $(abs_top_builddir)
 
 # What a launched process costs besides speed: RSS, first-socket start-up,
 # idle CPU; kernel vs shm vs dpdk (memif).
