@@ -52,7 +52,7 @@ nginx=$(command -v nginx || echo /usr/sbin/nginx)
 # missing PROGRAM PACKAGE: true (and the row says so) when PROGRAM is absent.
 missing() {
 	command -v "$1" >/dev/null 2>&1 || [ -x "$1" ] && return 1
-	echo "$row missing:$2" >>"$tmp/missing"
+	echo "$row missing: $2" >>"$tmp/missing"
 	return 0
 }
 
@@ -230,6 +230,7 @@ row_asyncio_echo() {
 	server "$1" "$p" "$py" "$tmp/echo.py" server "$p"
 	client "$1" "$py" "$tmp/echo.py" client "$p" "${ECHO_CONNS:-200}" "${ECHO_MSGS:-100}"
 	stop
+	[ -z "${KEEP:-}" ] || cp "$tmp/srv.log" "$KEEP/echo-srv-$1.log"
 	record "$1" "$(sed -n 's/^\([0-9.]*\)$/\1/p' "$tmp/cli.out" | tail -n 1)"
 }
 
@@ -291,7 +292,7 @@ row_nginx_wrk() {
 }
 
 row_connect() {
-	[ -x "$b/bench/connect" ] || { echo "$row missing:bench/connect(make)" >>"$tmp/missing"; return; }
+	[ -x "$b/bench/connect" ] || { echo "$row missing: bench/connect (make)" >>"$tmp/missing"; return; }
 	p=$(port)
 	server "$1" "$p" "$b/bench/connect" server "$p"
 	client "$1" "$b/bench/connect" client "$p" "${CONNECT_N:-2000}"
@@ -315,7 +316,6 @@ while [ $r -le "$rounds" ]; do
 		k=$(( (r - 1) % $# ))
 		while [ $k -gt 0 ]; do x=$1; shift; set -- "$@" "$x"; k=$((k - 1)); done
 		for path in "$@"; do
-			: >"$tmp/missing.row"
 			"row_$(echo "$row" | tr -- '-' '_')" "$path"
 			stop
 		done
@@ -333,7 +333,7 @@ function median(list,   a, n, i, j, t) {
 		if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
-FILENAME ~ /missing$/ { miss[$1] = $2; next }
+FILENAME ~ /missing$/ { m = $0; sub(/^[^ ]* /, "", m); miss[$1] = m; next }
 $3 == "fallback" || $3 == "fail" { bad[$1, $2] = bad[$1, $2] " " $3; next }
 { v[$1, $2] = v[$1, $2] " " $3 }
 END {
