@@ -16,7 +16,7 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_wait.c src/stack/stk_wait.h \
 	src/stack/stk_fi.c src/stack/stk_fi.h \
 	src/stack/stk_fab.c src/stack/stk_fab.h src/stack/stk_fab_int.h src/stack/stk_fab_open.c \
-	src/stack/stk_fab_io.c src/stack/stk_fab_addr.c \
+	src/stack/stk_fab_io.c src/stack/stk_fab_addr.c src/stack/stk_fab_bell.c src/stack/stk_fab_bell.h \
 	src/stack/stk_nego.c src/stack/stk_nego.h src/stack/stk_nego_wire.c \
 	src/stack/stk_stream_proto.c src/stack/stk_stream_proto.h \
 	src/stack/stk_peer.c src/stack/stk_peer.h \

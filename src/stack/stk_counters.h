@@ -48,6 +48,8 @@
 	  "sleeps on accelerated sockets that ended at their safety cap with the socket ready") \
 	X(DOORBELLS, "doorbells", \
 	  "wake-ups of a peer asleep in the kernel (fabrics without a wait fd: shm)") \
+	X(BELLS, "bells", \
+	  "wake-ups of a peer process asleep on its shm endpoint (one pipe write each)") \
 	X(MIGRATED_TO_KERNEL, "migrated_to_kernel", \
 	  "accelerated connections moved to their kernel socket (fork, exec, fd passing, peer)") \
 	X(MIGRATE_FORK, "migrate_fork", "connections migrated because the process forked") \

@@ -60,9 +60,7 @@ int stk_fab_getname(struct stk_fab *fab, const struct sockaddr *local_ip, void *
 #define SHM_DIR "/dev/shm"
 #define SHM_ADDR_PREFIX "fi_shm://"
 
-/* The region name of a shm address ("fi_shm://<pid>:<n>:<m>", NUL included)
- * as a file name under SHM_DIR, or NULL when addr is not one. */
-static const char *shm_region_of(const void *addr, size_t len)
+const char *fab_shm_region_of(const void *addr, size_t len)
 {
 	const char *a = addr;
 	size_t plen = sizeof(SHM_ADDR_PREFIX) - 1;
@@ -93,7 +91,7 @@ static int shm_region_owner(const char *name, uid_t *owner)
  * first time (a peer of another user is a normal event, not a fault). */
 static int shm_peer_allowed(const struct stk_fab *fab, const void *addr, size_t len)
 {
-	const char *name = shm_region_of(addr, len);
+	const char *name = fab_shm_region_of(addr, len);
 	uid_t owner = 0;
 	int ret = name ? shm_region_owner(name, &owner) : -EINVAL;
 	if (ret == 0 && owner != fab->shm_owner)
@@ -117,6 +115,57 @@ int stk_fab_peer_allowed(struct stk_fab *fab, const void *addr, size_t len)
 	if (len > STK_FAB_ADDR_MAX)
 		return -EINVAL;
 	return fab->is_shm ? shm_peer_allowed(fab, addr, len) : 0;
+}
+
+/* An entry leaves (av_lock held): its bell closes. */
+static void entry_forget(struct stk_fab *fab, struct av_entry *e)
+{
+	if (e->fi < AV_CACHE_MAX && fab->ring_map[e->fi] == &e->bell)
+		__atomic_store_n(&fab->ring_map[e->fi], NULL, __ATOMIC_RELEASE);
+	fab_bell_close(&e->bell);
+	e->len = 0;
+}
+
+/* A new peer in slot e (av_lock held; fi_av_insert succeeded): its bell
+ * opened when it has one. 1, or -EPERM when its bell is unusable (it is
+ * removed from the AV again: it would sleep without being woken). */
+static int entry_fill(struct stk_fab *fab, struct av_entry *e, const void *addr, size_t len,
+		      fi_addr_t fi)
+{
+	e->bell.fd = -1;
+	e->bell.page = NULL;
+	int bell = fab->is_shm ? fab_bell_open_peer(fab, addr, len, &e->bell) : 0;
+	if (bell) {
+		STK_INFO("shm: peer's wake-up channel unusable (%s): its connections use "
+			 "another provider or the kernel", strerror(-bell));
+		stk_fi_enter();
+		fi_av_remove(fab->av, &fi, 1, 0);
+		stk_fi_leave();
+		return -EPERM;
+	}
+	memcpy(e->addr, addr, len);
+	e->len = (uint16_t)len;
+	e->fi = fi;
+	e->refs = 1;
+	e->last_used = ++fab->av_clock;
+	if (e->bell.fd >= 0) {
+		if (fi < AV_CACHE_MAX)
+			__atomic_store_n(&fab->ring_map[fi], &e->bell, __ATOMIC_RELEASE);
+		__atomic_store_n(&fab->peer_bells, true, __ATOMIC_RELEASE);
+	}
+	return 1;
+}
+
+struct fab_bell *fab_bell_of_slow(struct stk_fab *fab, fi_addr_t dest)
+{
+	struct fab_bell *bell = NULL;
+	pthread_mutex_lock(&fab->av_lock);
+	for (unsigned i = 0; i < AV_CACHE_MAX && !bell; i++)
+		if (fab->av_cache[i].len && fab->av_cache[i].fi == dest &&
+		    fab->av_cache[i].bell.fd >= 0)
+			bell = &fab->av_cache[i].bell;
+	pthread_mutex_unlock(&fab->av_lock);
+	return bell;
 }
 
 int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr_t *out)
@@ -148,7 +197,7 @@ int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr
 		stk_fi_enter();
 		fi_av_remove(fab->av, &idle->fi, 1, 0);
 		stk_fi_leave();
-		idle->len = 0;
+		entry_forget(fab, idle);
 		free_slot = idle;
 	}
 	stk_fi_enter();
@@ -163,13 +212,17 @@ int stk_fab_av_insert(struct stk_fab *fab, const void *addr, size_t len, fi_addr
 		same->refs++;
 		same->last_used = ++fab->av_clock;
 	} else if (ret == 1 && free_slot) {
-		memcpy(free_slot->addr, addr, len);
-		free_slot->len = (uint16_t)len;
-		free_slot->fi = *out;
-		free_slot->refs = 1;
-		free_slot->last_used = ++fab->av_clock;
+		ret = entry_fill(fab, free_slot, addr, len, *out);
+	} else if (ret == 1 && fab->is_shm) {
+		/* every peer in use: no entry for its bell; shm's AV is this size */
+		stk_fi_enter();
+		fi_av_remove(fab->av, out, 1, 0);
+		stk_fi_leave();
+		ret = -FI_ENOSPC;
 	}
 	pthread_mutex_unlock(&fab->av_lock);
+	if (ret == -EPERM)
+		return ret;
 	if (ret != 1) {
 		/* a peer's address: its connection goes to the kernel, said at
 		 * info (the peer may be another user's, or gone) */
@@ -229,7 +282,8 @@ void fab_shm_unlink_regions(bool ours_only)
 	unsigned reclaimed = 0;
 	struct dirent *de;
 	while ((de = readdir(dir)) != NULL) {
-		long pid = shm_region_pid(de->d_name);
+		const char *bell_region = fab_bell_region_of(de->d_name);
+		long pid = shm_region_pid(bell_region ? bell_region : de->d_name);
 		if (pid < 0)
 			continue;
 		bool stale = pid == self || (!ours_only && kill((pid_t)pid, 0) != 0 &&
@@ -257,7 +311,7 @@ void fab_shm_note_owner(struct stk_fab *fab)
 	size_t len = sizeof(addr);
 	if (fi_getname(&fab->ep->fid, addr, &len) != 0 || len > sizeof(addr))
 		return;
-	const char *name = shm_region_of(addr, len);
+	const char *name = fab_shm_region_of(addr, len);
 	uid_t owner;
 	if (name && shm_region_owner(name, &owner) == 0)
 		fab->shm_owner = owner;

@@ -4,6 +4,7 @@
 #define STK_FAB_INT_H
 
 #include "stack/stk_fab.h"
+#include "stack/stk_fab_bell.h"
 #include "stack/stk_fi.h"
 #include "stack/stk_hooks.h"
 #include "stack/stk_log.h"
@@ -36,7 +37,8 @@ struct stk_fab {
 	size_t inject;
 	size_t stream_seg;      /* stk_fab_stream_seg */
 	bool gather;            /* stk_fab_inject2 gathers: FI_INJECT sendmsg, 2 iovecs, no completion */
-	int wait_fd;
+	int wait_fd;            /* the CQ's, or our bell's FIFO (shm, stk_fab_bell.h) */
+	struct fab_bell_page *bell_page; /* our bell (shm), NULL: none */
 	/* shm: the owner of our own region. A peer's region of another owner is
 	 * refused before libfabric sees it (stk_fab_av_insert): the two 0600
 	 * regions are not open to each other, and libfabric 1.17's shm fails
@@ -55,8 +57,14 @@ struct stk_fab {
 		unsigned refs;          /* connections using it; 0: idle, kept */
 		uint64_t last_used;     /* eviction order of idle entries */
 		fi_addr_t fi;
+		struct fab_bell bell;   /* the peer's bell (shm), fd -1: none */
 	} av_cache[AV_CACHE_MAX];   /* protected by av_lock */
 	uint64_t av_clock;          /* protected by av_lock */
+	/* fi_addr → the bell to ring after a post (written under av_lock, read
+	 * without: an entry's bell changes only while no connection uses it);
+	 * fi_addr values from AV_CACHE_MAX on are looked up in av_cache */
+	struct fab_bell *ring_map[AV_CACHE_MAX];
+	bool peer_bells;            /* some peer has a bell: look after each post */
 	/* protected by cq_lock: rx buffers whose repost failed with -FI_EAGAIN */
 	uint32_t repost[STK_FAB_RX_BUFS];
 	unsigned repost_count;
@@ -89,6 +97,26 @@ static inline int fab_post_rx(struct stk_fab *fab, struct stk_fab_buf *buf)
  * per-address provider listens, key the table's name of it (for the log).
  * 0 and *out, or -errno (logged). */
 int fab_open(const char *name, const struct fab_src *src, const char *key, struct stk_fab **out);
+
+/* Take everything the CQ holds, waiting for the CQ lock (stk_fab_io.c):
+ * the number of completions handled. */
+int fab_progress_locked(struct stk_fab *fab);
+/* The bell of the peer at dest, or NULL (stk_fab_addr.c; after a post). */
+struct fab_bell *fab_bell_of_slow(struct stk_fab *fab, fi_addr_t dest);
+static inline void fab_ring_after_post(struct stk_fab *fab, fi_addr_t dest)
+{
+	if (!__atomic_load_n(&fab->peer_bells, __ATOMIC_RELAXED))
+		return;
+	struct fab_bell *bell = dest < AV_CACHE_MAX
+					? __atomic_load_n(&fab->ring_map[dest], __ATOMIC_ACQUIRE)
+					: fab_bell_of_slow(fab, dest);
+	if (bell)
+		fab_bell_ring(bell);
+}
+
+/* The region name of a shm address ("fi_shm://<pid>:<n>:<m>", NUL included),
+ * or NULL when addr is not one. */
+const char *fab_shm_region_of(const void *addr, size_t len);
 
 /* shm (stk_fab_addr.c): note the owner of our own region (the endpoint
  * enabled); unlink our regions (ours_only) or also those of processes that

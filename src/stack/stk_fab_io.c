@@ -102,6 +102,8 @@ int stk_fab_send(struct stk_fab *fab, struct stk_fab_buf *buf, size_t len, fi_ad
 	stk_fi_enter();
 	ssize_t ret = fi_send(fab->ep, buf->data, len, fab->mr_desc, dest, &buf->ctx);
 	stk_fi_leave();
+	if (ret == 0)
+		fab_ring_after_post(fab, dest);
 	return post_result(fab, ret, "fi_send");
 }
 
@@ -110,6 +112,8 @@ int stk_fab_inject(struct stk_fab *fab, const void *msg, size_t len, fi_addr_t d
 	stk_fi_enter();
 	ssize_t ret = fi_inject(fab->ep, msg, len, dest);
 	stk_fi_leave();
+	if (ret == 0)
+		fab_ring_after_post(fab, dest);
 	return post_result(fab, ret, "fi_inject");
 }
 
@@ -135,6 +139,8 @@ int stk_fab_inject2(struct stk_fab *fab, const void *hdr, size_t hlen, const voi
 	/* no FI_COMPLETION: the CQ is bound with FI_SELECTIVE_COMPLETION (gather) */
 	ssize_t ret = fi_sendmsg(fab->ep, &msg, FI_INJECT);
 	stk_fi_leave();
+	if (ret == 0)
+		fab_ring_after_post(fab, dest);
 	return post_result(fab, ret, "fi_sendmsg(FI_INJECT)");
 }
 
@@ -168,10 +174,9 @@ void stk_fab_progress_all(struct stk_fab *fab, unsigned max_batches)
 			return;
 }
 
-int stk_fab_progress(struct stk_fab *fab)
+/* One batch from the CQ (cq_lock held): the number handled. */
+static int progress_batch(struct stk_fab *fab)
 {
-	if (pthread_mutex_trylock(&fab->cq_lock) != 0)
-		return 0;
 	stk_fi_enter();
 	unsigned retry = fab->repost_count;
 	fab->repost_count = 0;
@@ -204,8 +209,31 @@ int stk_fab_progress(struct stk_fab *fab)
 		}
 	}
 	stk_fi_leave();
+	return handled;
+}
+
+int stk_fab_progress(struct stk_fab *fab)
+{
+	if (pthread_mutex_trylock(&fab->cq_lock) != 0)
+		return 0;
+	int handled = progress_batch(fab);
 	pthread_mutex_unlock(&fab->cq_lock);
 	return handled;
+}
+
+int fab_progress_locked(struct stk_fab *fab)
+{
+	size_t batch = batch_size();
+	int total = 0;
+	pthread_mutex_lock(&fab->cq_lock);
+	for (unsigned i = 0; i < 64; i++) {
+		int n = progress_batch(fab);
+		total += n;
+		if ((size_t)n < batch)
+			break;
+	}
+	pthread_mutex_unlock(&fab->cq_lock);
+	return total;
 }
 
 void stk_fab_quiesce(struct stk_fab *fab)
@@ -218,6 +246,8 @@ bool stk_fab_trywait(struct stk_fab *fab)
 {
 	if (fab->wait_fd < 0)
 		return false;
+	if (fab->bell_page)
+		return fab_bell_trywait(fab);
 	struct fid *fids[1] = { &fab->cq->fid };
 	stk_fi_enter();
 	int ret = fi_trywait(fab->fabric, fids, 1);

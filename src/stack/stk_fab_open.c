@@ -241,8 +241,10 @@ int fab_open(const char *name, const struct fab_src *src, const char *key, struc
 	if (ret)
 		goto fail;
 	struct fi_info *info = fab->info;
-	if (strcmp(name, "shm") == 0)
+	if (strcmp(name, "shm") == 0) {
 		fab_shm_note_owner(fab);
+		fab_bell_create(fab);
+	}
 	STK_INFO("%s: RDM endpoint open (provider %s, segment %zu, stream segment %zu, "
 		 "inject %zu%s, wait fd %d, order 0x%llx)", key, info->fabric_attr->prov_name,
 		 fab->seg, fab->stream_seg, fab->inject, fab->gather ? " gathered" : "",

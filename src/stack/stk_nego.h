@@ -1,7 +1,7 @@
 /* stk_nego: the negotiation on the kernel TCP connection, and the marking that
  * keeps it invisible to plain (non-libfabsock) peers.
  *
- * THE PROTOCOL (version 4). Properties P1-P4 (docs/design.md, "The negotiation sequence") hold by these rules:
+ * THE PROTOCOL (version 5). Properties P1-P4 (docs/design.md, "The negotiation sequence") hold by these rules:
  *  1. Client side, before connect() (blocking or not): stk_nego_mark_syn() sets
  *     IP_TOS (IPv6: IPV6_TCLASS) to STK_NEGO_SYN_TOS, so the SYN carries the mark;
  *     once the connection is established stk_nego_unmark() restores 0.
@@ -87,7 +87,7 @@
 
 #include "stack/stk_fab.h"
 
-#define STK_NEGO_VERSION 4          /* 4: no ACK, the client's fabric message before its REPLY */
+#define STK_NEGO_VERSION 5          /* 5: shm peers wake each other through their bells (stk_fab_bell.h) */
 #define STK_NEGO_SYN_TOS 0x2c          /* DSCP 11 (unassigned), ECN bits 0 */
 #define STK_NEGO_HDR_LEN 16
 #define STK_NEGO_MSG_MAX 2048
