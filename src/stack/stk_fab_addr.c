@@ -134,10 +134,11 @@ static int entry_fill(struct stk_fab *fab, struct av_entry *e, const void *addr,
 {
 	e->bell.fd = -1;
 	e->bell.page = NULL;
-	int bell = fab->is_shm ? fab_bell_open_peer(fab, addr, len, &e->bell) : 0;
+	int bell = fab->bell_page ? fab_bell_open_peer(fab, addr, len, &e->bell) : 0;
 	if (bell) {
-		STK_INFO("shm: peer's wake-up channel unusable (%s): its connections use "
-			 "another provider or the kernel", strerror(-bell));
+		STK_INFO("shm: the wake-up channel of peer region %s is unusable (%s): its "
+			 "connections use another provider or the kernel",
+			 fab_shm_region_of(addr, len), strerror(-bell));
 		stk_fi_enter();
 		fi_av_remove(fab->av, &fi, 1, 0);
 		stk_fi_leave();

@@ -84,25 +84,26 @@ static int bell_create_files(const char *region, struct fab_bell_page **page_out
 	return 0;
 }
 
-void fab_bell_create(struct stk_fab *fab)
+int fab_bell_create(struct stk_fab *fab)
 {
 	uint8_t addr[STK_FAB_ADDR_MAX];
 	size_t len = sizeof(addr);
-	if (fab->wait_fd >= 0 || fi_getname(&fab->ep->fid, addr, &len) != 0 || len > sizeof(addr))
-		return;
+	if (fi_getname(&fab->ep->fid, addr, &len) != 0 || len > sizeof(addr))
+		return -EINVAL;
 	const char *region = fab_shm_region_of(addr, len);
 	if (!region)
-		return;
+		return -EINVAL;
 	struct fab_bell_page *page = NULL;
 	int ring = -1;
 	int ret = bell_create_files(region, &page, &ring);
 	if (ret) {
-		STK_INFO("%s: no wake-up channel in " BELL_DIR " (%s): its connections wake "
-			 "sleepers with doorbells", fab->name, strerror(-ret));
-		return;
+		STK_WARN("%s: cannot create its wake-up channel in " BELL_DIR "/" BELL_PAGE_PREFIX
+			 "%s: %s", fab->name, region, strerror(-ret));
+		return ret;
 	}
 	fab->bell_page = page;
 	fab->wait_fd = ring;
+	return 0;
 }
 
 static void bell_drain(int fd)
@@ -156,8 +157,6 @@ int fab_bell_open_peer(struct stk_fab *fab, const void *addr, size_t len, struct
 	char path[sizeof(BELL_DIR) + sizeof(BELL_PAGE_PREFIX) + STK_FAB_ADDR_MAX];
 	bell_path(path, sizeof(path), BELL_PAGE_PREFIX, region);
 	int fd = open_checked(path, O_RDWR, S_IFREG, fab->shm_owner, BELL_PAGE_LEN);
-	if (fd == -ENOENT)
-		return 0; /* a peer without a bell: it announces its sleeps (doorbells) */
 	if (fd < 0)
 		return fd;
 	void *p = mmap(NULL, BELL_PAGE_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

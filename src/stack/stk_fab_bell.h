@@ -25,11 +25,11 @@
  * its CQ, which follows its store, sees the message. At most one byte per
  * sleep; a sender whose peer is awake pays one fence and one load.
  *
- * A bell whose files cannot be created leaves the endpoint without a wait
- * fd (its connections use the doorbells of stk_stream.h). A peer whose bell
- * files exist but cannot be opened or are not what they must be (type,
- * owner, size, magic) is refused (stk_fab_av_insert fails: the connection
- * uses another provider or the kernel): it would sleep unwoken. */
+ * shm needs its bell: an endpoint whose bell files cannot be created does
+ * not open (shm is not offered), and a peer whose bell cannot be opened or
+ * is not what it must be (type, owner, size, magic) is refused
+ * (stk_fab_av_insert fails: the connection uses another provider or the
+ * kernel), since it would sleep unwoken. */
 #ifndef STK_FAB_BELL_H
 #define STK_FAB_BELL_H
 
@@ -55,12 +55,10 @@ struct fab_bell {
 	struct fab_bell_page *page;     /* the peer's page, mapped */
 };
 
-/* Create our bell for fab's shm region (called once the endpoint is open);
- * on success fab's wait fd is the FIFO. Failure is logged at info and leaves
- * the endpoint without a wait fd. */
-void fab_bell_create(struct stk_fab *fab);
-/* Open the bell of the shm peer at addr into *out: 0 (out->fd -1 when the
- * peer has none), or -errno when its files exist but are not usable. */
+/* Create our bell for fab's shm region (called once the endpoint is open):
+ * 0, and fab's wait fd is the FIFO; or -errno (logged). */
+int fab_bell_create(struct stk_fab *fab);
+/* Open the bell of the shm peer at addr into *out: 0 or -errno. */
 int fab_bell_open_peer(struct stk_fab *fab, const void *addr, size_t len, struct fab_bell *out);
 void fab_bell_close(struct fab_bell *bell);
 /* The owner's half of the protocol (stk_fab_trywait for a bell). */

@@ -243,7 +243,9 @@ int fab_open(const char *name, const struct fab_src *src, const char *key, struc
 	struct fi_info *info = fab->info;
 	if (strcmp(name, "shm") == 0) {
 		fab_shm_note_owner(fab);
-		fab_bell_create(fab);
+		ret = fab_bell_create(fab);
+		if (ret)
+			goto fail;
 	}
 	STK_INFO("%s: RDM endpoint open (provider %s, segment %zu, stream segment %zu, "
 		 "inject %zu%s, wait fd %d, order 0x%llx)", key, info->fabric_attr->prov_name,

@@ -6,7 +6,8 @@
 # MAX_SWITCHES (a timer-sliced wait makes thousands). Then traffic flows again at
 # once: a bounded byte-checked echo (also when a reader thread slept through the
 # idle period and another thread writes), each sleep woken by what it waited
-# for, never by the safety cap (counter sleep_late_wakes). Also a server whose
+# for, never by the safety cap (counter sleep_late_wakes); on shm through the
+# peer's bell (counter bells), never a doorbell on the kernel connection. Also a server whose
 # connection migrated to the kernel (it forked) idles in epoll_wait without
 # slices.
 # On dpdk (a memif pair) the provider's thread polls the port while a reader
@@ -83,6 +84,15 @@ run_case() { # provider, mode, extra server option
 	late=$(($(counter "$tmp/cli.log" sleep_late_wakes) + $(counter "$tmp/srv.log" sleep_late_wakes)))
 	[ "$late" -eq 0 ] ||
 		{ echo "FAIL: $name: $late sleeps missed their wake-up (sleep_late_wakes)"; return 1; }
+	# shm: every wake-up of a sleeping peer went through its bell (a pipe
+	# write), none through a doorbell on the kernel connection (but --fork:
+	# a MIGRATE is announced by a doorbell byte, docs/wire.md)
+	if [ "$prov" = shm ] && [ -z "$opt" ]; then
+		bells=$(($(counter "$tmp/cli.log" bells) + $(counter "$tmp/srv.log" bells)))
+		dbs=$(($(counter "$tmp/cli.log" doorbells) + $(counter "$tmp/srv.log" doorbells)))
+		[ "$bells" -ge 1 ] && [ "$dbs" -eq 0 ] ||
+			{ echo "FAIL: $name: wake-ups: bells $bells, doorbells $dbs"; return 1; }
+	fi
 	[ $ds -le $max ] && [ $dc -le $max ] ||
 		{ echo "FAIL: $name: an idle process woke up more than $max times"; return 1; }
 	# promptly: a round trip on shm takes well under a millisecond; a lost
