@@ -26,7 +26,8 @@
 # A program not installed prints `missing: <package>` in its row.
 #
 # usage: bench/apps.sh [BUILDDIR]
-# environment: ROUNDS (3), PATHS ("kernel shm dpdk"), ROWS (all, space list of
+# environment: ROUNDS (3), PATHS ("kernel shm dpdk"; PATH@base runs PATH with
+#   the launcher of the build BASE, for a before/after in one run), ROWS (all, space list of
 #   the names above), PIN (1: server on CPU 0, client on CPU 1), and sizes:
 #   FILE_MB (10), CURL_N (20), SOCAT_MB (64), ECHO_CONNS (200), ECHO_MSGS (100),
 #   SECS (3: sockperf, wrk), AB_N (4000), REDIS_N (400000), MC_N (10000 per
@@ -34,7 +35,7 @@
 set -u
 b=$(cd "${1:-${top_builddir:-build}}" && pwd) || exit 2
 own_launcher="$b/tools/fabsock"
-base_launcher=
+base_launcher=${BASE:+$(cd "$BASE" && pwd)/tools/fabsock}
 rounds=${ROUNDS:-3}
 paths=${PATHS:-kernel shm dpdk}
 rows=${ROWS:-nginx-sendfile socat asyncio-echo sockperf-16k nginx-ab redis-P16 memcached nginx-wrk connect}
@@ -97,7 +98,8 @@ ctr() { grep -a "info: counter $2 = " "$1" 2>/dev/null | sed 's/.* = //' | awk '
 record() {
 	rp=$1 v=${2:-}
 	if [ "$rp" != kernel ]; then
-		acc=$(ctr "$tmp/cli.log" "conn_accel_$rp")
+		rc=${rp%@base} # the provider, for counter names
+		acc=$(ctr "$tmp/cli.log" "conn_accel_$rc")
 		req=$(ctr "$tmp/cli.log" accel_requested)
 		# the client's fallbacks, and the server's but one: fallback_io there is
 		# a connection the client closed before the negotiation ended (wrk
@@ -106,15 +108,16 @@ record() {
 			grep -a "info: counter fallback_[a-z_]* = [1-9]" "$tmp/srv.log" | grep -v fallback_io; } 2>/dev/null |
 			sed 's/.*counter //; s/ = /=/' | sort | uniq | tr '\n' ' ')
 		sio=$(ctr "$tmp/srv.log" fallback_io)
-		sacc=$(ctr "$tmp/srv.log" "conn_accel_$rp")
-		echo "round $r $row $rp: client conn_accel_$rp=$acc accel_requested=$req" \
-			"server conn_accel_$rp=$sacc doorbells(c/s)=$(ctr "$tmp/cli.log" doorbells)/$(ctr "$tmp/srv.log" doorbells)" \
+		sacc=$(ctr "$tmp/srv.log" "conn_accel_$rc")
+		echo "round $r $row $rp: client conn_accel_$rc=$acc accel_requested=$req" \
+			"server conn_accel_$rc=$sacc doorbells(c/s)=$(ctr "$tmp/cli.log" doorbells)/$(ctr "$tmp/srv.log" doorbells)" \
+			"bells(c/s)=$(ctr "$tmp/cli.log" bells)/$(ctr "$tmp/srv.log" bells)" \
 			"msgs_tx(c/s)=$(ctr "$tmp/cli.log" msgs_tx)/$(ctr "$tmp/srv.log" msgs_tx)" \
-			"bytes_tx_$rp(c/s)=$(ctr "$tmp/cli.log" "bytes_tx_$rp")/$(ctr "$tmp/srv.log" "bytes_tx_$rp")" \
+			"bytes_tx_$rc(c/s)=$(ctr "$tmp/cli.log" "bytes_tx_$rc")/$(ctr "$tmp/srv.log" "bytes_tx_$rc")" \
 			"migrated_to_kernel(c/s)=$(ctr "$tmp/cli.log" migrated_to_kernel)/$(ctr "$tmp/srv.log" migrated_to_kernel)" \
 			"server fallback_io=$sio ${fb:+fallbacks: $fb}" >>"$tmp/counters"
 		if [ "$acc" -eq 0 ] || [ -n "$fb" ]; then
-			echo "apps.sh: $row $rp round $r: fallback: conn_accel_$rp=$acc/$req ${fb:-}" >&2
+			echo "apps.sh: $row $rp round $r: fallback: conn_accel_$rc=$acc/$req ${fb:-}" >&2
 			grep -a 'stays on the kernel\|error\|warn' "$tmp/cli.log" "$tmp/srv.log" 2>/dev/null | head -n 3 | sed 's/^/    /' >&2
 			[ -z "${KEEP:-}" ] || cp "$tmp/cli.log" "$tmp/srv.log" "$KEEP/" 2>/dev/null
 			v=fallback

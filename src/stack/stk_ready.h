@@ -24,7 +24,7 @@
  *  3. sleep in the kernel (ppoll) on the kernel fds, the liveness channel of each
  *     accelerated socket (POLLIN|POLLRDHUP; activity → stk_conn_check_liveness)
  *     and the wait fd of each fabric in use after stk_fab_trywait() said yes.
- *     A fabric without a wait fd (shm) is covered by sleeping in slices of
+ *     A fabric without a wait fd (shm has one: its bell) is covered by sleeping in slices of
  *     STK_READY_SLICE_MIN_NS doubling (the first slices after activity are
  *     50 µs, so a busy conversation stays fast) until STK_READY_ANNOUNCE_NS:
  *     then each socket announces the sleep to its peer, which rings a doorbell

@@ -25,7 +25,8 @@
  * cause, keeps the bytes received before it (as Linux keeps its receive queue):
  * reads return them, then ECONNRESET once, then EOF.
  *
- * Sleeping (doorbells), on a fabric without a CQ wait fd (shm): a waiter that
+ * Sleeping (doorbells), on a fabric without a CQ wait fd (shm has its bell,
+ * stk_fab_bell.h, which is one): a waiter that
  * found nothing for a while announces its sleep to each peer with a SLEEP
  * message and sleeps in the kernel on the kernel connections; the peer rings a
  * doorbell byte there before its next message that matters. The protocol, its

@@ -112,7 +112,7 @@ static int deliver_signals(struct stream_block_wait *bw)
 /* ---- waiting on a connection ---- */
 
 /* Sleeping: with a CQ wait fd (tcp) we ppoll it together with the kernel
- * connection after fi_trywait; without one (shm) we ppoll the kernel
+ * connection after fi_trywait (shm: its bell's FIFO); without one we ppoll the kernel
  * connection, in slices growing from 20 µs until the doorbell is announced
  * (stk_conn_sleep_announce), then without slices. Either way with the thread's
  * wake-up (stk_wake.h) and at most stk_sleep_cap() (stk_stream.h). */
