@@ -104,7 +104,12 @@ int stk_sock_epoll_ctl(int epfd, int op, int fd, struct stk_sock *sock, struct e
 		struct stk_epoll *ep = epoll_object(epfd, &err);
 		if (!ep)
 			return err ? err : -ENOMEM;
-		return stk_epoll_ctl(ep, op, fd, conn, ev);
+		int ret = stk_epoll_ctl(ep, op, fd, conn, ev);
+		/* settled on the kernel since the look above: the negotiation's
+		 * thread handed the item to the kernel set (watch_kernel) */
+		if (ret == -ENOENT && op != EPOLL_CTL_ADD && !ready_conn(sock))
+			return STK_KERNEL;
+		return ret;
 	}
 	if (!sock->epoll)
 		return STK_KERNEL;
