@@ -20,6 +20,13 @@ tests_stack_test_nego_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
 tests_stack_test_nego_LDADD = src/stack/libstk.la $(CHECK_LIBS) $(FABRIC_LIBS) -lpthread
 include tests/stack/ready.mk
 
+# The shm bell between two endpoints of one process (stk_fab_bell.h).
+check_PROGRAMS += tests/stack/test_fab_bell
+TESTS += tests/stack/test_fab_bell
+tests_stack_test_fab_bell_SOURCES = tests/stack/test_fab_bell.c
+tests_stack_test_fab_bell_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
+tests_stack_test_fab_bell_LDADD = src/stack/libstk.la $(CHECK_LIBS) $(FABRIC_LIBS) -lpthread
+
 # The leftover of a migrated connection (fork/exec), no fabric needed.
 check_PROGRAMS += tests/stack/test_migrate
 TESTS += tests/stack/test_migrate
