@@ -1,7 +1,8 @@
 #!/bin/sh
 # Kernel TCP vs libfabsock-accelerated TCP with sockperf, in the same run:
 # ping-pong 64 B one-way latency (median, p99) and throughput
-# (64 B message rate, 16 KiB bandwidth); then, when redis is installed,
+# (64 B message rate, 16 KiB bandwidth), each with the CPU time both ends
+# used per round trip, message or MB (busy polling shows there); then, when redis is installed,
 # redis-benchmark GET with 50 connections (requests/s, and how many of the
 # benchmark's connections were accelerated: the rest fell back, reason shown).
 # Rounds alternate the paths so the machine's load hits all alike; the tables
@@ -35,6 +36,28 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsk-accel-bench.XXXXXX")
 trap 'kill $spid 2>/dev/null; rm -rf "$tmp"' EXIT
 spid=
 
+hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
+# cpu_window PORT: while the client runs, the CPU ticks both sockperf
+# processes use from 1.5 s after its start (past the library's start-up, up to
+# 0.6 s, and sockperf's warm-up, 0.4 s) to secs + 0.3 s (inside its test of
+# secs seconds): cpu_t ticks over cpu_w s.
+cpu_window() {
+	cpu_t=0 cpu_w=0
+	sleep 1.5
+	sp_=$(pid_of sockperf "$1")
+	cp_=""
+	for q in $(pgrep -f -- "-p $1" 2>/dev/null); do
+		[ "$q" != "$sp_" ] && [ "$(cat /proc/"$q"/comm 2>/dev/null)" = sockperf ] && cp_=$q
+	done
+	[ -n "$sp_" ] && [ -n "$cp_" ] || return 0
+	t0=$(cpu_ticks "$sp_" "$cp_") w0=$(now_s)
+	sleep "$(awk -v s="$secs" 'BEGIN { print (s > 1.5 ? s - 1.2 : 0.3) }')"
+	t1=$(cpu_ticks "$sp_" "$cp_") w1=$(now_s)
+	cpu_t=$((t1 - t0))
+	cpu_w=$(awk -v a="$w0" -v b="$w1" 'BEGIN { print b - a }')
+}
+
 # run PATH MODE: one sockperf client run against a fresh server, both on PATH
 # (kernel | shm | tcp); prints "PATH MODE value..." lines into $tmp/results.
 run() {
@@ -49,12 +72,15 @@ run() {
 	case $mode in
 	# --mps: room in sockperf's latency table past ~600k round trips a second
 	pp) $cw timeout $((secs + 20)) sockperf ping-pong --mps 10000000 --tcp -i 127.0.0.1 -p "$p" -t "$secs" \
-		-m 64 >"$tmp/cli" 2>&1 ;;
+		-m 64 >"$tmp/cli" 2>&1 & ;;
 	tp64) $cw timeout $((secs + 20)) sockperf throughput --tcp -i 127.0.0.1 -p "$p" \
-		-t "$secs" -m 64 >"$tmp/cli" 2>&1 ;;
+		-t "$secs" -m 64 >"$tmp/cli" 2>&1 & ;;
 	tp16k) $cw timeout $((secs + 20)) sockperf throughput --tcp -i 127.0.0.1 -p "$p" \
-		-t "$secs" -m 16384 >"$tmp/cli" 2>&1 ;;
+		-t "$secs" -m 16384 >"$tmp/cli" 2>&1 & ;;
 	esac
+	cpid=$!
+	cpu_window "$p"
+	wait "$cpid"
 	kill "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
 	# counted only when the client's counters say it went over that provider
@@ -65,13 +91,24 @@ run() {
 	tp64|tp16k) v1=$(sed -n 's/.*Message Rate is \([0-9]*\).*/\1/p' "$tmp/cli")
 	    v2=$(sed -n 's/.*BandWidth is \([0-9.]*\) MBps.*/\1/p' "$tmp/cli") ;;
 	esac
+	# the CPU both ends used per unit over the window: per round trip (pp),
+	# per message (tp64), per MB (tp16k)
+	case $mode in
+	pp) units=$(sed -n 's/.*RunTime=\([0-9.]*\) sec; SentMessages=[0-9]*; ReceivedMessages=\([0-9]*\).*/\2 \1/p' "$tmp/cli" |
+		tail -n 1 | awk '{ if ($2 > 0) print $1 / $2 }') ;;
+	tp64) units=$v1 ;;
+	tp16k) units=$v2 ;;
+	esac
+	cpu=$(awk -v t="$cpu_t" -v w="$cpu_w" -v u="${units:-0}" -v hz="$hz" -v m="$mode" \
+		'BEGIN { if (w <= 0 || u <= 0) { print "-"; exit }
+			 s = t / hz / w / u; printf "%.3f", m == "tp16k" ? s * 1000 : s * 1e6 }')
 	[ "$path" = kernel ] || [ "${accel:-0}" -gt 0 ] || v1="fallback"
 	case ${v1:-fail} in fallback | fail)
 		# not counted: say why (the client's last words, libfabsock's included)
 		echo "accel.sh: $path $mode: ${v1:-fail}; the client's output ends:" >&2
 		grep -av '^sockperf: \[' "$tmp/cli" | tail -n 6 | sed 's/^/    /' >&2 ;;
 	esac
-	echo "$path $mode ${v1:-fail} ${v2:-fail}" >>"$tmp/results"
+	echo "$path $mode ${v1:-fail} ${v2:-fail} $cpu" >>"$tmp/results"
 }
 
 # redis PATH: redis-server and redis-benchmark GET -c 50 on PATH; appends
@@ -120,20 +157,25 @@ function median(list,   a, n, i, j, t) {
 }
 $3 == "fallback" || $3 == "fail" { bad[$1] = bad[$1] + 1; next }
 { v1[$1, $2] = v1[$1, $2] " " $3; v2[$1, $2] = v2[$1, $2] " " $4
+  if ($5 != "-" && $5 != "") cpu[$1, $2] = cpu[$1, $2] " " $5
   if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
+function c(p, m) { return cpu[p, m] == "" ? "-" : sprintf("%.2f", median(cpu[p, m])) }
 END {
 	printf "sockperf TCP over 127.0.0.1, %d rounds x %d s, medians over rounds\n", rounds, secs
-	printf "%-8s %12s %12s %14s %10s %14s %10s\n", "path", "p50 us", "p99 us",
-	       "64B msg/s", "x kernel", "16KiB MB/s", "x kernel"
+	printf "%-8s %9s %9s %9s %12s %8s %9s %11s %8s %9s\n", "path", "p50 us", "p99 us",
+	       "cpu/rt us", "64B msg/s", "x kernel", "cpu/msg us", "16KiB MB/s", "x kernel",
+	       "cpu/MB ms"
 	kp = median(v1["kernel", "pp"]); kr = median(v1["kernel", "tp64"]);
 	kb = median(v2["kernel", "tp16k"])
 	for (i = 1; i <= n; i++) {
 		p = order[i]
-		printf "%-8s %12.3f %12.3f %14d %10.2f %14.1f %10.2f\n", p, median(v1[p, "pp"]),
-		       median(v2[p, "pp"]), median(v1[p, "tp64"]),
-		       median(v1[p, "tp64"]) / (kr ? kr : 1), median(v2[p, "tp16k"]),
-		       median(v2[p, "tp16k"]) / (kb ? kb : 1)
+		printf "%-8s %9.3f %9.3f %9s %12d %8.2f %9s %11.1f %8.2f %9s\n", p,
+		       median(v1[p, "pp"]), median(v2[p, "pp"]), c(p, "pp"), median(v1[p, "tp64"]),
+		       median(v1[p, "tp64"]) / (kr ? kr : 1), c(p, "tp64"), median(v2[p, "tp16k"]),
+		       median(v2[p, "tp16k"]) / (kb ? kb : 1), c(p, "tp16k")
 	}
+	printf "cpu: user + system time of both sockperf processes inside the run, per round trip,\n"
+	printf "per message, per MB (2 CPUs busy-polling: 2 us of CPU per us of wall time)\n"
 	for (p in bad) printf "%s: %d run(s) fell back to the kernel or failed (not counted)\n", p, bad[p]
 }' "$tmp/results"
 

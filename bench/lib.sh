@@ -52,3 +52,27 @@ wrap() {
 	esac
 	echo "$w"
 }
+
+# pid_of NAME PORT: the pid of the process named NAME (its comm) whose command
+# line has "-p PORT" (the launcher, env and timeout in front of it have other
+# names); empty when none runs.
+pid_of() {
+	for p in $(pgrep -f -- "-p $2" 2>/dev/null); do
+		[ "$(cat /proc/"$p"/comm 2>/dev/null)" = "$1" ] && { echo "$p"; return 0; }
+	done
+}
+
+# cpu_ticks PID...: user + system clock ticks of the processes (all their
+# threads) so far; a pid that is gone counts 0.
+cpu_ticks() {
+	t=0
+	for p in "$@"; do
+		[ -n "$p" ] || continue
+		v=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' /proc/"$p"/stat 2>/dev/null)
+		t=$((t + ${v:-0}))
+	done
+	echo "$t"
+}
+
+# now_s: wall clock, seconds with fractions.
+now_s() { date +%s.%N; }
