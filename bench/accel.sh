@@ -26,7 +26,7 @@ rounds=${ROUNDS:-3}
 secs=${SECS:-3}
 providers=${PROVIDERS:-shm dpdk tcp}
 . "$(dirname "$0")/lib.sh"
-fsk_env="FABSOCK_NEGO_WAIT_MS=2000 "
+fsk_env=
 pin_default
 command -v sockperf >/dev/null || { echo "bench/accel.sh: sockperf missing" >&2; exit 2; }
 [ -x "$launcher" ] || { echo "bench/accel.sh: $launcher not built" >&2; exit 2; }
