@@ -30,17 +30,20 @@
 #   the names above), PIN (1: server on CPU 0, client on CPU 1), and sizes:
 #   FILE_MB (10), CURL_N (20), SOCAT_MB (64), ECHO_CONNS (200), ECHO_MSGS (100),
 #   SECS (3: sockperf, wrk), AB_N (4000), REDIS_N (400000), MC_N (10000 per
-#   thread), CONNECT_N (2000)
+#   thread), CONNECT_N (2000); BASE (another build directory: path PROV@base
+#   runs PROV with that build's launcher), FSK_ENV (extra VAR=value words for
+#   every launched process, e.g. FABSOCK_SPIN_US=1000000)
 set -u
 b=$(cd "${1:-${top_builddir:-build}}" && pwd) || exit 2
 own_launcher="$b/tools/fabsock"
 base_launcher=
+[ -z "${BASE:-}" ] || base_launcher="$(cd "$BASE" && pwd)/tools/fabsock"
 rounds=${ROUNDS:-3}
 paths=${PATHS:-kernel shm dpdk}
 rows=${ROWS:-nginx-sendfile socat asyncio-echo sockperf-16k nginx-ab redis-P16 memcached nginx-wrk connect}
 secs=${SECS:-3}
 . "$(dirname "$0")/lib.sh"
-fsk_env=
+fsk_env=${FSK_ENV:+$FSK_ENV }
 pin_default
 [ -x "$own_launcher" ] || { echo "bench/apps.sh: $own_launcher not built" >&2; exit 2; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsk-apps-bench.XXXXXX") || exit 1
