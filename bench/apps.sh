@@ -99,8 +99,9 @@ ctr() { grep -a "info: counter $2 = " "$1" 2>/dev/null | sed 's/.* = //' | awk '
 # go to $tmp/counters.
 record() {
 	rp=$1 v=${2:-}
+	prov=${rp%@base}
 	if [ "$rp" != kernel ]; then
-		acc=$(ctr "$tmp/cli.log" "conn_accel_$rp")
+		acc=$(ctr "$tmp/cli.log" "conn_accel_$prov")
 		req=$(ctr "$tmp/cli.log" accel_requested)
 		# the client's fallbacks, and the server's but one: fallback_io there is
 		# a connection the client closed before the negotiation ended (wrk
@@ -109,15 +110,15 @@ record() {
 			grep -a "info: counter fallback_[a-z_]* = [1-9]" "$tmp/srv.log" | grep -v fallback_io; } 2>/dev/null |
 			sed 's/.*counter //; s/ = /=/' | sort | uniq | tr '\n' ' ')
 		sio=$(ctr "$tmp/srv.log" fallback_io)
-		sacc=$(ctr "$tmp/srv.log" "conn_accel_$rp")
-		echo "round $r $row $rp: client conn_accel_$rp=$acc accel_requested=$req" \
-			"server conn_accel_$rp=$sacc doorbells(c/s)=$(ctr "$tmp/cli.log" doorbells)/$(ctr "$tmp/srv.log" doorbells)" \
+		sacc=$(ctr "$tmp/srv.log" "conn_accel_$prov")
+		echo "round $r $row $rp: client conn_accel_$prov=$acc accel_requested=$req" \
+			"server conn_accel_$prov=$sacc doorbells(c/s)=$(ctr "$tmp/cli.log" doorbells)/$(ctr "$tmp/srv.log" doorbells)" \
 			"msgs_tx(c/s)=$(ctr "$tmp/cli.log" msgs_tx)/$(ctr "$tmp/srv.log" msgs_tx)" \
-			"bytes_tx_$rp(c/s)=$(ctr "$tmp/cli.log" "bytes_tx_$rp")/$(ctr "$tmp/srv.log" "bytes_tx_$rp")" \
+			"bytes_tx_$prov(c/s)=$(ctr "$tmp/cli.log" "bytes_tx_$prov")/$(ctr "$tmp/srv.log" "bytes_tx_$prov")" \
 			"migrated_to_kernel(c/s)=$(ctr "$tmp/cli.log" migrated_to_kernel)/$(ctr "$tmp/srv.log" migrated_to_kernel)" \
 			"server fallback_io=$sio ${fb:+fallbacks: $fb}" >>"$tmp/counters"
 		if [ "$acc" -eq 0 ] || [ -n "$fb" ]; then
-			echo "apps.sh: $row $rp round $r: fallback: conn_accel_$rp=$acc/$req ${fb:-}" >&2
+			echo "apps.sh: $row $rp round $r: fallback: conn_accel_$prov=$acc/$req ${fb:-}" >&2
 			grep -a 'stays on the kernel\|error\|warn' "$tmp/cli.log" "$tmp/srv.log" 2>/dev/null | head -n 3 | sed 's/^/    /' >&2
 			[ -z "${KEEP:-}" ] || cp "$tmp/cli.log" "$tmp/srv.log" "$KEEP/" 2>/dev/null
 			v=fallback
@@ -168,6 +169,11 @@ row_nginx_sendfile() {
 	# one curl process, a new connection per download (Connection: close)
 	client "$1" curl -s -H 'Connection: close' -w '%{size_download} %{time_total}\n' $urls
 	stop
+	# the first download also waits for the client's first fabric open
+	# (libfabric's load): shown apart, in the counters
+	awk -v r="$r" -v p="$1" 'NR == 1 { f = $2 } NR > 1 && $1 > 0 { b += $1; t += $2 }
+		END { if (t > 0) printf "round %s nginx-sendfile %s: first download %.3f s, the others %.1f MB/s\n", r, p, f, b / t / 1e6 }' \
+		"$tmp/cli.out" >>"$tmp/counters"
 	record "$1" "$(awk -v n="$n" '$1 > 0 { b += $1; t += $2; k++ }
 		END { if (k == n && t > 0) printf "%.1f", b / t / 1e6 }' "$tmp/cli.out")"
 }
