@@ -26,12 +26,13 @@
 # A program not installed prints `missing: <package>` in its row.
 #
 # usage: bench/apps.sh [BUILDDIR]
-# environment: ROUNDS (3), PATHS ("kernel shm dpdk"; PATH@base runs PATH with
-#   the launcher of the build BASE, for a before/after in one run), ROWS (all, space list of
+# environment: ROUNDS (3), PATHS ("kernel shm dpdk"), ROWS (all, space list of
 #   the names above), PIN (1: server on CPU 0, client on CPU 1), and sizes:
 #   FILE_MB (10), CURL_N (20), SOCAT_MB (64), ECHO_CONNS (200), ECHO_MSGS (100),
 #   SECS (3: sockperf, wrk), AB_N (4000), REDIS_N (400000), MC_N (10000 per
-#   thread), CONNECT_N (2000)
+#   thread), CONNECT_N (2000); BASE (another build directory: path PROV@base
+#   runs PROV with that build's launcher), FSK_ENV (extra VAR=value words for
+#   every launched process, e.g. FABSOCK_SPIN_US=1000000)
 set -u
 b=$(cd "${1:-${top_builddir:-build}}" && pwd) || exit 2
 own_launcher="$b/tools/fabsock"
@@ -41,7 +42,7 @@ paths=${PATHS:-kernel shm dpdk}
 rows=${ROWS:-nginx-sendfile socat asyncio-echo sockperf-16k nginx-ab redis-P16 memcached nginx-wrk connect}
 secs=${SECS:-3}
 . "$(dirname "$0")/lib.sh"
-fsk_env=
+fsk_env=${FSK_ENV:+$FSK_ENV }
 pin_default
 [ -x "$own_launcher" ] || { echo "bench/apps.sh: $own_launcher not built" >&2; exit 2; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsk-apps-bench.XXXXXX") || exit 1
@@ -168,6 +169,11 @@ row_nginx_sendfile() {
 	# one curl process, a new connection per download (Connection: close)
 	client "$1" curl -s -H 'Connection: close' -w '%{size_download} %{time_total}\n' $urls
 	stop
+	# the first download also waits for the client's first fabric open
+	# (libfabric's load): shown apart, in the counters
+	awk -v r="$r" -v p="$1" 'NR == 1 { f = $2 } NR > 1 && $1 > 0 { b += $1; t += $2 }
+		END { if (t > 0) printf "round %s nginx-sendfile %s: first download %.3f s, the others %.1f MB/s\n", r, p, f, b / t / 1e6 }' \
+		"$tmp/cli.out" >>"$tmp/counters"
 	record "$1" "$(awk -v n="$n" '$1 > 0 { b += $1; t += $2; k++ }
 		END { if (k == n && t > 0) printf "%.1f", b / t / 1e6 }' "$tmp/cli.out")"
 }

@@ -12,12 +12,17 @@ noinst_PROGRAMS += bench/overhead
 bench_overhead_SOURCES = bench/overhead.c
 bench_overhead_LDADD = -ldl
 EXTRA_DIST += bench/overhead.sh bench/demo.sh bench/accel.sh bench/connect.sh bench/footprint.sh \
-	bench/readme_table.sh bench/apps.sh bench/lib.sh
+	bench/readme_table.sh bench/apps.sh bench/lib.sh bench/bulk.sh
 
 # Connection set-up cost, kernel vs launched (what the negotiation adds).
 noinst_PROGRAMS += bench/connect
 bench_connect_SOURCES = bench/connect.c
 bench_connect_LDADD = -lpthread
+
+# Steady-state bulk throughput, one connection (write and sendfile), kernel
+# vs launched: start-up and set-up excluded (bench/bulk.sh).
+noinst_PROGRAMS += bench/bulk
+bench_bulk_SOURCES = bench/bulk.c
 
 .PHONY: bench bench-overhead bench-demo bench-accel bench-connect bench-footprint bench-apps
 bench: bench-overhead bench-demo

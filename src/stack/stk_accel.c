@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -291,27 +292,89 @@ static int sendfile_check_input(int in_fd, const off_t *offset)
 	return 0;
 }
 
+/* sendfile's bounce buffer: one per thread, allocated at its first sendfile
+ * and freed at its exit. A file moves in chunks of up to SENDFILE_CHUNK bytes,
+ * one read and one stk_send each (which posts them as stream segments): the
+ * per-chunk costs (a system call, the connection's lock) are then small beside
+ * the copies, and the buffer stays in the cache between its two copies. The
+ * file is read, not mapped: a mapping of a file that another process truncates
+ * meanwhile raises SIGBUS, where the kernel's sendfile returns a short count.
+ * A sendfile that finds the buffer in use (a signal handler's, inside a
+ * sendfile of the same thread) uses SENDFILE_SMALL bytes of its stack. */
+#define SENDFILE_CHUNK (64u * 1024)
+#define SENDFILE_SMALL 16384u
+
+static pthread_key_t sendfile_key;
+static pthread_once_t sendfile_once = PTHREAD_ONCE_INIT;
+static __thread uint8_t *sendfile_buf;
+static __thread bool sendfile_busy;
+
+static void sendfile_key_init(void)
+{
+	pthread_key_create(&sendfile_key, free);
+}
+
+static uint8_t *sendfile_buf_take(void)
+{
+	if (sendfile_busy)
+		return NULL;
+	if (!sendfile_buf) {
+		pthread_once(&sendfile_once, sendfile_key_init);
+		sendfile_buf = malloc(SENDFILE_CHUNK);
+		if (!sendfile_buf)
+			return NULL;
+		pthread_setspecific(sendfile_key, sendfile_buf);
+	}
+	sendfile_busy = true;
+	return sendfile_buf;
+}
+
+/* How much the next chunk reads: a non-blocking socket takes no more than the
+ * peer's credit (a read of what cannot go is given back: wasted copies), but
+ * at least SENDFILE_SMALL, so that a socket without credit answers EAGAIN as
+ * stk_send does. */
+static size_t sendfile_chunk(struct stk_conn *conn, size_t count, size_t cap)
+{
+	size_t chunk = count < cap ? count : cap;
+	if (!__atomic_load_n(&conn->nonblock, __ATOMIC_RELAXED))
+		return chunk;
+	size_t room = stk_conn_tx_room(conn);
+	if (room < SENDFILE_SMALL)
+		room = SENDFILE_SMALL;
+	return chunk < room ? chunk : room;
+}
+
 ssize_t stk_accel_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, size_t count)
 {
-	char buf[16384];
-	ssize_t total = 0;
 	int bad = sendfile_check_input(in_fd, offset);
 	if (bad)
 		return bad;
+	uint8_t small[SENDFILE_SMALL];
+	uint8_t *buf = sendfile_buf_take();
+	size_t cap = buf ? SENDFILE_CHUNK : sizeof(small);
+	if (!buf)
+		buf = small;
+	ssize_t total = 0;
 	while (count > 0) {
-		size_t chunk = count < sizeof(buf) ? count : sizeof(buf);
+		size_t chunk = sendfile_chunk(sock->conn, count, cap);
 		ssize_t got = offset ? pread(in_fd, buf, chunk, *offset)
 				     : stk_sys.read(in_fd, buf, chunk);
-		if (got < 0)
-			return total ? total : -errno;
+		if (got < 0) {
+			if (total == 0)
+				total = -errno;
+			break;
+		}
 		if (got == 0)
 			break;
 		ssize_t sent = stk_send(sock->conn, buf, (size_t)got, 0);
 		size_t unsent = sent < 0 ? (size_t)got : (size_t)(got - sent);
 		if (!offset && unsent)
 			lseek(in_fd, -(off_t)unsent, SEEK_CUR); /* give back what did not go */
-		if (sent < 0)
-			return total ? total : sent;
+		if (sent < 0) {
+			if (total == 0)
+				total = sent;
+			break;
+		}
 		total += sent;
 		if (offset)
 			*offset += sent;
@@ -319,6 +382,8 @@ ssize_t stk_accel_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, size
 			break;
 		count -= (size_t)sent;
 	}
+	if (buf != small)
+		sendfile_busy = false;
 	return total;
 }
 

@@ -293,6 +293,8 @@ size_t stk_conn_readable(struct stk_conn *conn);
 /* For stk_ready_ops: the watcher list; credit but no provider room. */
 struct stk_watch *stk_conn_watch(struct stk_conn *conn);
 bool stk_conn_tx_blocked(struct stk_conn *conn);
+/* Bytes the peer accepts now (its credit): a hint, it changes at once. */
+size_t stk_conn_tx_room(struct stk_conn *conn);
 /* SIOCATMARK: 1 when the read position is at the urgent mark, else 0. */
 int stk_conn_atmark(struct stk_conn *conn);
 /* getsockopt(SO_ERROR): the pending error, taken (ECONNRESET once after a reset,

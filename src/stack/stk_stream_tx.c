@@ -348,3 +348,11 @@ bool stk_conn_tx_blocked(struct stk_conn *conn)
 	pthread_mutex_unlock(&conn->lock);
 	return blocked;
 }
+
+size_t stk_conn_tx_room(struct stk_conn *conn)
+{
+	pthread_mutex_lock(&conn->lock);
+	uint64_t credits = conn->tx_credits;
+	pthread_mutex_unlock(&conn->lock);
+	return credits > SIZE_MAX ? SIZE_MAX : (size_t)credits;
+}
