@@ -58,8 +58,8 @@ while [ $r -le "$rounds" ]; do
 				v=fallback
 			fi
 			if [ "$path" != kernel ]; then
-				echo "$mode $path ${v:-fail}: client $(grep -a 'counter \(doorbells\|msgs_tx\|msgs_rx\|sleeps\|wakeups\)' "$tmp/cli.log" |
-					sed 's/.*counter //; s/ = /=/' | tr '\n' ' ')server $(grep -a 'counter \(doorbells\|msgs_tx\|msgs_rx\)' "$tmp/srv.log" |
+				echo "$mode $path ${v:-fail}: client $(grep -a 'counter \(doorbells\|bells\|msgs_tx\|msgs_rx\)' "$tmp/cli.log" |
+					sed 's/.*counter //; s/ = /=/' | tr '\n' ' ')server $(grep -a 'counter \(doorbells\|bells\|msgs_tx\|msgs_rx\)' "$tmp/srv.log" |
 					sed 's/.*counter //; s/ = /=/' | tr '\n' ' ')" >>"$tmp/counters"
 			fi
 			rm -f "$tmp/cli.log" "$tmp/srv.log"
