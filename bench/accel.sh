@@ -17,7 +17,9 @@
 #        PROVIDERS (space list, default "shm dpdk tcp"), REDIS_N (GET requests
 #        per run, default 100000; 0 skips redis), PIN (1), BASE (another build
 #        directory: a provider written PROV@base in PROVIDERS runs with that
-#        build's launcher, so two versions are compared in one run)
+#        build's launcher, so two versions are compared in one run),
+#        CONTENTION (1: also the ping-pong with a third process keeping one CPU
+#        busy and nobody pinned: p50, p99, p99.9 against the kernel's; 0: not)
 set -u
 b=$(cd "${1:-${top_builddir:-build}}" && pwd) || exit 2
 own_launcher="$b/tools/fabsock"
@@ -33,8 +35,8 @@ command -v sockperf >/dev/null || { echo "bench/accel.sh: sockperf missing" >&2;
 base_launcher=
 [ -z "${BASE:-}" ] || base_launcher="$(cd "$BASE" && pwd)/tools/fabsock"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsk-accel-bench.XXXXXX")
-trap 'kill $spid 2>/dev/null; rm -rf "$tmp"' EXIT
-spid=
+trap 'kill $spid ${hog:-} 2>/dev/null; rm -rf "$tmp"' EXIT
+spid= hog=
 
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
 
@@ -64,14 +66,22 @@ run() {
 	path=$1
 	mode=$2
 	p=$(port)
+	pin_was=$pin hog=
+	if [ "$mode" = ppc ]; then
+		# contention: a third process keeps one CPU busy, nobody pinned
+		pin=
+		timeout $((secs + 25)) sh -c 'while :; do :; done' &
+		hog=$!
+	fi
 	sw=$(wrap "$path" server)
 	cw=$(wrap "$path" client)
+	pin=$pin_was
 	$sw timeout $((secs + 20)) sockperf server --tcp -i 127.0.0.1 -p "$p" >"$tmp/srv" 2>&1 &
 	spid=$!
 	listening "$p"
 	case $mode in
 	# --mps: room in sockperf's latency table past ~600k round trips a second
-	pp) $cw timeout $((secs + 20)) sockperf ping-pong --mps 10000000 --tcp -i 127.0.0.1 -p "$p" -t "$secs" \
+	pp | ppc) $cw timeout $((secs + 20)) sockperf ping-pong --mps 10000000 --tcp -i 127.0.0.1 -p "$p" -t "$secs" \
 		-m 64 >"$tmp/cli" 2>&1 & ;;
 	tp64) $cw timeout $((secs + 20)) sockperf throughput --tcp -i 127.0.0.1 -p "$p" \
 		-t "$secs" -m 64 >"$tmp/cli" 2>&1 & ;;
@@ -81,6 +91,7 @@ run() {
 	cpid=$!
 	cpu_window "$p"
 	wait "$cpid"
+	[ -z "$hog" ] || { kill "$hog" 2>/dev/null; wait "$hog" 2>/dev/null; }
 	kill "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
 	# counted only when the client's counters say it went over that provider
@@ -88,13 +99,16 @@ run() {
 	case $mode in
 	pp) v1=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$tmp/cli")
 	    v2=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$tmp/cli") ;;
+	ppc) v1=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$tmp/cli")
+	    v2=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$tmp/cli")
+	    v3=$(sed -n 's/.*percentile 99.900 = *\([0-9.]*\).*/\1/p' "$tmp/cli") ;;
 	tp64|tp16k) v1=$(sed -n 's/.*Message Rate is \([0-9]*\).*/\1/p' "$tmp/cli")
 	    v2=$(sed -n 's/.*BandWidth is \([0-9.]*\) MBps.*/\1/p' "$tmp/cli") ;;
 	esac
 	# the CPU both ends used per unit over the window: per round trip (pp),
 	# per message (tp64), per MB (tp16k)
 	case $mode in
-	pp) units=$(sed -n 's/.*RunTime=\([0-9.]*\) sec; SentMessages=[0-9]*; ReceivedMessages=\([0-9]*\).*/\2 \1/p' "$tmp/cli" |
+	pp | ppc) units=$(sed -n 's/.*RunTime=\([0-9.]*\) sec; SentMessages=[0-9]*; ReceivedMessages=\([0-9]*\).*/\2 \1/p' "$tmp/cli" |
 		tail -n 1 | awk '{ if ($2 > 0) print $1 / $2 }') ;;
 	tp64) units=$v1 ;;
 	tp16k) units=$v2 ;;
@@ -108,7 +122,11 @@ run() {
 		echo "accel.sh: $path $mode: ${v1:-fail}; the client's output ends:" >&2
 		grep -av '^sockperf: \[' "$tmp/cli" | tail -n 6 | sed 's/^/    /' >&2 ;;
 	esac
-	echo "$path $mode ${v1:-fail} ${v2:-fail} $cpu" >>"$tmp/results"
+	if [ "$mode" = ppc ]; then
+		echo "$path ${v1:-fail} ${v2:-fail} ${v3:-fail} $cpu" >>"$tmp/contention"
+	else
+		echo "$path $mode ${v1:-fail} ${v2:-fail} $cpu" >>"$tmp/results"
+	fi
 }
 
 # redis PATH: redis-server and redis-benchmark GET -c 50 on PATH; appends
@@ -131,11 +149,13 @@ redis() {
 	echo "$path ${rps:-fail} ${acc:-0} ${conns:-0} ${why:--}" >>"$tmp/redis"
 }
 
+contend=ppc
+[ "${CONTENTION:-1}" = 1 ] || contend=
 redis_n=${REDIS_N:-100000}
 command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || redis_n=0
 r=1
 while [ $r -le "$rounds" ]; do
-	for mode in pp tp64 tp16k; do
+	for mode in pp tp64 tp16k $contend; do
 		for path in kernel $providers; do
 			run "$path" "$mode"
 		done
@@ -178,6 +198,34 @@ END {
 	printf "per message, per MB (2 CPUs busy-polling: 2 us of CPU per us of wall time)\n"
 	for (p in bad) printf "%s: %d run(s) fell back to the kernel or failed (not counted)\n", p, bad[p]
 }' "$tmp/results"
+
+if [ -s "$tmp/contention" ]; then
+	echo
+	awk -v rounds="$rounds" '
+function median(list,   a, n, i, j, t) {
+	n = split(list, a, " ")
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+		if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+$2 == "fallback" || $2 == "fail" { bad[$1]++; next }
+{ p50[$1] = p50[$1] " " $2; p99[$1] = p99[$1] " " $3; p999[$1] = p999[$1] " " $4
+  if ($5 != "-") cpu[$1] = cpu[$1] " " $5
+  if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
+END {
+	printf "contention: the same ping-pong, nobody pinned, a third process busy on one CPU\n"
+	printf "%-8s %9s %9s %10s %12s %9s\n", "path", "p50 us", "p99 us", "p99.9 us", "p99 x kernel", "cpu/rt us"
+	k = median(p99["kernel"])
+	for (i = 1; i <= n; i++) {
+		p = order[i]
+		printf "%-8s %9.3f %9.3f %10.3f %12.2f %9s\n", p, median(p50[p]), median(p99[p]),
+		       median(p999[p]), median(p99[p]) / (k ? k : 1),
+		       cpu[p] == "" ? "-" : sprintf("%.2f", median(cpu[p]))
+	}
+	printf "p99 x kernel: accelerated p99 / kernel p99 (<= 1 is as good or better)\n"
+	for (p in bad) printf "%s: %d run(s) fell back to the kernel or failed (not counted)\n", p, bad[p]
+}' "$tmp/contention"
+fi
 
 [ -s "$tmp/redis" ] || exit 0
 echo
