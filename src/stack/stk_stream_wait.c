@@ -111,6 +111,22 @@ static int deliver_signals(struct stream_block_wait *bw)
 
 /* ---- waiting on a connection ---- */
 
+/* One step of wait_core's spin (stk_wait.h): true to look again; false once
+ * the spin is over (budget spent for nothing, or descheduled: noted). */
+static bool spin_on(uint64_t now, uint64_t *spin_end, uint64_t *last_look)
+{
+	if (now < *spin_end && stk_wait_spin_look(now, last_look)) {
+		stream_cpu_relax();
+		return true;
+	}
+	if (*last_look) {
+		stk_wait_spin_result(false, now);
+		*last_look = 0;
+		*spin_end = now;
+	}
+	return false;
+}
+
 /* Sleeping: with a CQ wait fd (tcp) we ppoll it together with the kernel
  * connection after fi_trywait (shm: its bell's FIFO); without one we ppoll the kernel
  * connection, in slices growing from 20 µs until the doorbell is announced
@@ -124,19 +140,22 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 	events |= POLLERR | POLLHUP;
 	stk_cork_before_wait();
 	uint64_t start = stk_now_ns();
-	uint64_t spin_end = start + (uint64_t)stk_cfg.spin_us * 1000ull;
+	uint64_t spin_end = stk_wait_spin_allowed(start) ? start + (uint64_t)stk_cfg.spin_us * 1000ull
+							: start;
+	uint64_t last_look = 0;
 	uint64_t backoff = SLEEP_MIN_NS;
 	for (;;) {
 		short ev = until ? (until(conn) ? events : 0) : stk_stream_events(conn) & events;
-		if (ev)
+		if (ev) {
+			if (last_look) /* found while spinning */
+				stk_wait_spin_result(true, last_look);
 			return ev;
+		}
 		uint64_t now = stk_now_ns();
 		if (now >= deadline)
 			return 0;
-		if (now < spin_end) {
-			stream_cpu_relax();
+		if (spin_on(now, &spin_end, &last_look))
 			continue;
-		}
 		struct pollfd pfd[4] = { { .fd = __atomic_load_n(&conn->fd, __ATOMIC_ACQUIRE),
 					   .events = POLLIN | POLLRDHUP } };
 		nfds_t nfds = 1;

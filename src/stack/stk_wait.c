@@ -155,10 +155,43 @@ const sigset_t *stk_wait_sleep_mask(const struct stk_wait_sigs *s, const sigset_
 
 /* ---- spinning ---- */
 
+static __thread uint64_t spin_off_until; /* no spinning before this (contention) */
+static __thread uint64_t spin_last;      /* stk_wait_spin_step's previous look */
+
+static __thread unsigned spin_fails;     /* spins in a row that found nothing */
+
+bool stk_wait_spin_allowed(uint64_t now)
+{
+	return now >= spin_off_until;
+}
+
+void stk_wait_spin_result(bool found, uint64_t now)
+{
+	if (found) {
+		spin_fails = 0;
+	} else if (++spin_fails >= STK_WAIT_SPIN_FAILS) {
+		spin_fails = 0;
+		spin_off_until = now + STK_WAIT_SPIN_OFF_NS;
+	}
+}
+
+bool stk_wait_spin_look(uint64_t now, uint64_t *last)
+{
+	uint64_t prev = *last;
+	*last = now;
+	if (prev && now - prev > STK_WAIT_SPIN_GAP_NS) {
+		spin_off_until = now + STK_WAIT_SPIN_OFF_NS;
+		return false;
+	}
+	return true;
+}
+
 enum stk_wait_step stk_wait_spin_step(int cnt, uint64_t deadline, uint64_t *spin_end,
 					struct stk_wait_sigs *sigs, int *ret)
 {
 	if (cnt) {
+		if (*spin_end && spin_last)
+			stk_wait_spin_result(true, spin_last); /* found while spinning */
 		*ret = cnt;
 		return STK_WAIT_STOP;
 	}
@@ -168,11 +201,19 @@ enum stk_wait_step stk_wait_spin_step(int cnt, uint64_t deadline, uint64_t *spin
 		return STK_WAIT_STOP;
 	}
 	stk_wait_block_signals(sigs);
-	if (!*spin_end)
-		*spin_end = now + (uint64_t)stk_cfg.spin_us * 1000ull;
-	if (now < *spin_end) {
+	if (!*spin_end) {
+		*spin_end = stk_wait_spin_allowed(now) ? now + (uint64_t)stk_cfg.spin_us * 1000ull
+						       : now;
+		spin_last = 0;
+	}
+	if (now < *spin_end && stk_wait_spin_look(now, &spin_last)) {
 		stk_wait_cpu_relax();
 		return STK_WAIT_SPIN;
 	}
+	if (spin_last) {
+		stk_wait_spin_result(false, now); /* a spin spent for nothing */
+		spin_last = 0;
+	}
+	*spin_end = now; /* spent (or given way): the next steps sleep */
 	return STK_WAIT_SLEEP;
 }
