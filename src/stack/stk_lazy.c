@@ -298,7 +298,7 @@ short stk_lazy_events(struct stk_conn *conn)
 	if (l && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_PENDING &&
 	    pthread_mutex_trylock(&l->lock) == 0) {
 		enum stage before = l->stage;
-		/* a handshake the server finished (READY there, or the client's
+		/* a handshake the server finished (its message there, or the client's
 		 * message here): the peer's bytes are readable now, as on the kernel
 		 * once its write returned */
 		if ((before == C_WAIT_HELLO && l->client) || before == HANDSHAKE)
