@@ -49,6 +49,11 @@ static int create(int priv, int app_fd, bool client, enum stage st, struct stk_c
 
 int stk_lazy_client(int priv, int app_fd, bool connecting, struct stk_conn **out)
 {
+	/* A non-blocking connect to this host is done already: no wake-up of the
+	 * thread for its end */
+	struct pollfd done = { .fd = priv, .events = POLLOUT };
+	if (connecting && stk_sys.poll(&done, 1, 0) == 1 && done.revents == POLLOUT)
+		connecting = false;
 	int ret = create(priv, app_fd, true, connecting ? C_CONNECTING : C_WAIT_HELLO, out);
 	if (ret)
 		return ret;
