@@ -549,12 +549,24 @@ static int ensure_thread_locked(void)
 	return 0;
 }
 
+/* A client waiting for its HELLO once this process opened its providers: its
+ * app's next call answers it (the thread never does); the thread hears of the
+ * fd only when a call of the app leaves it undecided (lazy_app_leave), so that
+ * the HELLO of a client about to write wakes nobody. Until the providers are
+ * open the thread hears of the HELLO at once (the warm-up). */
+static bool enlist_disarmed(const struct stk_lazy *l)
+{
+	return l->client && l->stage == C_WAIT_HELLO &&
+	       __atomic_load_n(&lazy_providers_ready, __ATOMIC_ACQUIRE);
+}
+
 void lazy_enlist(struct stk_lazy *l)
 {
 	pthread_mutex_lock(&nego_reg_lock);
 	int ret = ensure_thread_locked();
+	bool armed = !enlist_disarmed(l);
 	if (ret == 0) {
-		struct epoll_event ev = { .events = thread_events(l), .data.ptr = l };
+		struct epoll_event ev = { .events = armed ? thread_events(l) : 0, .data.ptr = l };
 		ret = stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_ADD, l->conn->fd, &ev) ? -errno : 0;
 	}
 	if (ret == 0) {
@@ -563,7 +575,8 @@ void lazy_enlist(struct stk_lazy *l)
 		if (reg_head)
 			reg_head->prev = l;
 		reg_head = l;
-		l->listed = l->armed = true;
+		l->listed = true;
+		l->armed = armed;
 	} else {
 		/* No background progress: app calls still complete the negotiation. */
 		static int warned;
