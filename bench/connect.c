@@ -7,7 +7,9 @@
  *        connect client PORT N [nb]     (N connections; nb: non-blocking
  *                                        connect waited with poll)
  * The client prints: n, median, p90 and min in microseconds for the whole
- * connect+exchange, and the same for connect() alone. The server is sequential:
+ * connect+exchange, and the same for connect() alone, the first write (where a
+ * negotiation settles), the read of the echo, and close() (not in the total).
+ * The server is sequential:
  * the time its close() of the previous connection takes delays the next accept
  * and so shows in the next connection's numbers. */
 #include <arpa/inet.h>
@@ -89,6 +91,9 @@ static int client(int port, int n, int nb)
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	double *total = calloc((size_t)n, sizeof(double));
 	double *conn = calloc((size_t)n, sizeof(double));
+	double *wr = calloc((size_t)n, sizeof(double));
+	double *echo = calloc((size_t)n, sizeof(double));
+	double *cl = calloc((size_t)n, sizeof(double));
 	char buf[64];
 	memset(buf, 'x', sizeof(buf));
 	for (int i = 0; i < n; i++) {
@@ -105,7 +110,9 @@ static int client(int port, int n, int nb)
 			poll(&p, 1, 5000);
 		}
 		double t1 = now_us();
-		if (exact(fd, buf, sizeof(buf), 1) || exact(fd, buf, sizeof(buf), 0)) {
+		int bad = exact(fd, buf, sizeof(buf), 1);
+		double tw = now_us();
+		if (bad || exact(fd, buf, sizeof(buf), 0)) {
 			fprintf(stderr, "exchange %d failed\n", i);
 			return 1;
 		}
@@ -113,9 +120,15 @@ static int client(int port, int n, int nb)
 		close(fd);
 		conn[i] = t1 - t0;
 		total[i] = t2 - t0;
+		wr[i] = tw - t1;
+		echo[i] = t2 - tw;
+		cl[i] = now_us() - t2;
 	}
 	report("connect+exchange", total, n);
 	report("connect alone", conn, n);
+	report("first write", wr, n);
+	report("echo read", echo, n);
+	report("close (not in total)", cl, n);
 	return 0;
 }
 

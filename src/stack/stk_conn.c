@@ -355,18 +355,17 @@ static int accelerated(struct stk_conn *conn, struct stk_conn **out, struct stk_
 }
 
 /* Server after a usable REPLY: it alone decides whether the fabric works
- * (stk_nego.h, rule 5) and tells the client on the kernel stream. */
+ * (stk_nego.h, rule 5): its first fabric message says yes, a CANCEL on the
+ * kernel stream no. */
 static int server_finish(struct stk_conn *conn, struct stk_conn **out,
 			 struct stk_attach_info *info)
 {
 	int fd = conn->fd;
-	bool works = stk_conn_handshake(conn, STK_NEGO_HANDSHAKE_MS) == 0;
-	struct stk_nego_msg verdict;
-	stk_conn_make_decision(&verdict, works ? STK_NEGO_READY : STK_NEGO_CANCEL,
-			       works ? STK_NEGO_ACCEPT : STK_NEGO_CANCEL_HANDSHAKE);
-	int ret = stk_nego_send_msg(fd, &verdict, STK_NEGO_REPLY_WAIT_MS);
-	if (works && ret == 0)
+	if (stk_conn_handshake(conn, STK_NEGO_HANDSHAKE_MS) == 0)
 		return accelerated(conn, out, info);
+	struct stk_nego_msg verdict;
+	stk_conn_make_decision(&verdict, STK_NEGO_CANCEL, STK_NEGO_CANCEL_HANDSHAKE);
+	int ret = stk_nego_send_msg(fd, &verdict, STK_NEGO_REPLY_WAIT_MS);
 	const char *name = stk_fab_name(conn->fab);
 	stk_conn_destroy(conn);
 	if (ret)
@@ -376,23 +375,28 @@ static int server_finish(struct stk_conn *conn, struct stk_conn **out,
 				  STK_NEGO_HANDSHAKE_MS);
 }
 
-/* Client after its REPLY: its fabric message, then the server's READY or CANCEL.
- * It never decides alone (that could split the connection): when no verdict
- * comes in time the connection is unusable, -ETIMEDOUT. */
+/* Client after its REPLY: its fabric message, then the server's first fabric
+ * message or its CANCEL. It never decides alone (that could split the
+ * connection): when no verdict comes in time the connection is unusable,
+ * -ETIMEDOUT. Bytes that are not a record are the doorbells of a server on
+ * the fabric: its message is on its way. */
 static int client_finish(struct stk_conn *conn, bool posted, struct stk_conn **out,
 			 struct stk_attach_info *info)
 {
 	int fd = conn->fd;
 	int waited_ms = 0;
 	for (;;) {
-		stk_conn_handshake_step(conn, &posted, false); /* post ours, drive progress */
+		/* post ours, drive progress */
+		if (stk_conn_handshake_step(conn, &posted, false) > 0)
+			return accelerated(conn, out, info);
 		struct stk_nego_msg verdict;
 		size_t len = 0;
 		int r = stk_nego_peek(fd, &verdict, &len);
-		if (r == 0 && verdict.type == STK_NEGO_READY) {
-			stk_nego_consume(fd, len);
-			return accelerated(conn, out, info);
-		}
+		bool bells = r == -EPROTO; /* they stay readable: do not poll for them */
+		if (bells)
+			r = -EAGAIN;
+		if (r != 0 && r != -EAGAIN && stk_conn_handshake_step(conn, &posted, false) > 0)
+			return accelerated(conn, out, info); /* it closed once we had it */
 		if (r == 0 && verdict.type == STK_NEGO_CANCEL) {
 			stk_nego_consume(fd, len);
 			const char *name = stk_fab_name(conn->fab);
@@ -405,7 +409,7 @@ static int client_finish(struct stk_conn *conn, bool posted, struct stk_conn **o
 			stk_conn_destroy(conn);
 			return r == -EAGAIN ? -ETIMEDOUT : r == 0 ? -EBADMSG : r;
 		}
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct pollfd pfd = { .fd = bells ? -1 : fd, .events = POLLIN };
 		stk_sys.poll(&pfd, 1, 1);
 		waited_ms++;
 	}
@@ -449,7 +453,7 @@ static int attach_client(int fd, struct stk_conn **out, struct stk_attach_info *
 		return ret;
 	}
 	/* Our fabric message goes first: the server finds it when the REPLY
-	 * arrives (stk_nego.h rule 5) and answers READY or CANCEL. */
+	 * arrives (stk_nego.h rule 5) and answers with its own or CANCEL. */
 	bool posted = false;
 	stk_conn_handshake_step(conn, &posted, false);
 	ret = stk_nego_send_msg(fd, &reply, STK_NEGO_REPLY_WAIT_MS);

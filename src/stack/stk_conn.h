@@ -5,9 +5,10 @@
  * completed, then stk_accel_attach(fd, true, ...). Server: stk_nego_listener_prepare()
  * on the listener before listen(), then stk_accel_attach(accepted_fd, false, ...).
  * The call blocks at most: client 5 ms (unknown destination), 0 (cached plain),
- * 1 s (cached capable, waiting for its HELLO), then 2 s for the server's ACK and
- * 4 s for its READY/CANCEL; server 2 s for the client's REPLY (a libfabsock
- * client always answers at once), then 2 s for the client's fabric message.
+ * 1 s (cached capable, waiting for its HELLO), then 4 s for the server's
+ * verdict (its first fabric message, or CANCEL); server 2 s for the client's
+ * REPLY (a libfabsock client always answers at once), then 2 s for the
+ * client's fabric message.
  * A client that sent its REPLY never falls back alone: without the server's
  * decision in time it returns -ETIMEDOUT (the connection is unusable).
  * The fd may be blocking or not. Protocol: stk_nego.h.

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,11 @@ static int create(int priv, int app_fd, bool client, enum stage st, struct stk_c
 
 int stk_lazy_client(int priv, int app_fd, bool connecting, struct stk_conn **out)
 {
+	/* A non-blocking connect to this host is done already: no wake-up of the
+	 * thread for its end */
+	struct pollfd done = { .fd = priv, .events = POLLOUT };
+	if (connecting && stk_sys.poll(&done, 1, 0) == 1 && done.revents == POLLOUT)
+		connecting = false;
 	int ret = create(priv, app_fd, true, connecting ? C_CONNECTING : C_WAIT_HELLO, out);
 	if (ret)
 		return ret;
@@ -164,19 +170,31 @@ int stk_lazy_settle(struct stk_conn *conn, bool for_write, bool nonblock)
 	struct stk_lazy *l = conn->lazy;
 	if (!l)
 		return __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
-	__atomic_fetch_add(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+	lazy_app_enter(l);
 	int ret = settle(conn, for_write, nonblock);
-	__atomic_fetch_sub(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+	lazy_app_leave(l);
 	return ret;
 }
 
 static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
 {
+	/* The peer's next record is tens of microseconds away: spin for it (an
+	 * app call, once per call) rather than sleep, which would cost a wake-up
+	 * here and make the peer's send pay for it. */
+	uint64_t spin_end = stk_now_ns() + NEGO_SPIN_NS;
 	if (!for_write && !nonblock && conn->lazy) {
-		/* as long as a blocking read of the kernel would wait, with its
-		 * timeout and signals */
-		int w = stk_conn_block_until(conn, read_decided);
-		return w < 0 ? w : __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
+		while (!read_decided(conn)) {
+			if (stk_now_ns() >= spin_end) {
+				/* as long as a blocking read of the kernel would
+				 * wait, with its timeout and signals */
+				int w = stk_conn_block_until(conn, read_decided);
+				if (w < 0)
+					return w;
+				break;
+			}
+			sched_yield(); /* a peer on this CPU runs meanwhile */
+		}
+		return __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
 	}
 	struct stk_lazy *l = conn->lazy;
 	uint64_t start = 0, deadline = 0, decide_start = 0;
@@ -214,6 +232,10 @@ static int settle(struct stk_conn *conn, bool for_write, bool nonblock)
 		 * take them first, and a handshake makes no kernel event. */
 		uint64_t slice = st == HANDSHAKE ? HS_POLL_NS : SETTLE_SLICE_NS;
 		uint64_t now = stk_now_ns();
+		if (now < spin_end && st != C_CONNECTING) {
+			sched_yield();
+			continue;
+		}
 		if (deadline && deadline - now < slice && deadline > now)
 			slice = deadline - now;
 		/* the thread may release the private fd meanwhile (settled on the
@@ -234,9 +256,9 @@ void stk_lazy_refuse(struct stk_conn *conn)
 	struct stk_lazy *l = conn->lazy;
 	if (!l)
 		return;
-	__atomic_fetch_add(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+	lazy_app_enter(l);
 	refuse(l);
-	__atomic_fetch_sub(&l->app_waiting, 1, __ATOMIC_ACQ_REL);
+	lazy_app_leave(l);
 }
 
 static void refuse(struct stk_lazy *l)
@@ -281,7 +303,7 @@ short stk_lazy_events(struct stk_conn *conn)
 	if (l && __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_PENDING &&
 	    pthread_mutex_trylock(&l->lock) == 0) {
 		enum stage before = l->stage;
-		/* a handshake the server finished (READY there, or the client's
+		/* a handshake the server finished (its message there, or the client's
 		 * message here): the peer's bytes are readable now, as on the kernel
 		 * once its write returned */
 		if ((before == C_WAIT_HELLO && l->client) || before == HANDSHAKE)

@@ -21,6 +21,7 @@
 #define HS_POLL_NS 100000ull     /* handshake in progress: look again after 100 µs */
 #define BUSY_POLL_NS 1000000ull  /* a conn another thread drives: look again in 1 ms */
 #define SETTLE_SLICE_NS 1000000ull
+#define NEGO_SPIN_NS 300000ull   /* an app call spins this long for the peer's records */
 
 enum stage {
 	C_CONNECTING,   /* client: kernel connect in progress */
@@ -66,6 +67,8 @@ struct stk_lazy {
 	/* protected by nego_reg_lock */
 	bool listed;              /* in the registry and the thread's epoll set */
 	bool watching;            /* registered for the fabric watch (stk_lazy_thread.c) */
+	bool armed;               /* the thread's epoll set reports its fd (not while
+				   * an app thread drives it: lazy_app_enter) */
 	struct stk_lazy *prev, *next;   /* registry */
 	int queue;                /* Q_NONE, Q_TODO, Q_AGAIN or Q_TIMER */
 	uint64_t timer_ns;        /* Q_TIMER: visit then (a copy of cut_deadline) */
@@ -123,6 +126,10 @@ void lazy_warm_up(void);                      /* open the providers in the backg
 void lazy_requeue(struct stk_lazy *l);        /* the thread looks at l again soon */
 void lazy_after_steps(struct stk_lazy *l);    /* l's lock held */
 void lazy_enlist(struct stk_lazy *l);         /* in view of the thread */
+/* An app thread drives l from here to lazy_app_leave (no lock held): the
+ * thread keeps off it and is not woken by its records meanwhile. */
+void lazy_app_enter(struct stk_lazy *l);
+void lazy_app_leave(struct stk_lazy *l);
 void lazy_free(struct stk_lazy *l);
 
 #endif

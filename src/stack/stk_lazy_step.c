@@ -27,15 +27,21 @@ void lazy_set_stage(struct stk_lazy *l, enum stage st)
 	}
 }
 
-static void to_fabric(struct stk_lazy *l)
+/* The conn is on the fabric (phase FABRIC): the negotiation is over. */
+static void accelerated(struct stk_lazy *l)
 {
 	struct stk_conn *conn = l->conn;
 	l->stage = DONE;
 	stk_conn_count_accel(stk_fab_name(conn->fab));
-	stk_conn_enter_fabric(conn);
 	l->changed = true;
 	STK_DBG("fd %d: accelerated over %s (slot %u)", l->app_fd, stk_fab_name(conn->fab),
 		conn->slot);
+}
+
+static void to_fabric(struct stk_lazy *l)
+{
+	stk_conn_enter_fabric(l->conn);
+	accelerated(l);
 }
 
 static void to_kernel(struct stk_lazy *l)
@@ -150,45 +156,52 @@ static bool hello_cancelled(struct stk_lazy *l, size_t len)
 	return true;
 }
 
-/* Client waiting for the server's verdict on the kernel stream (READY or
- * CANCEL; stk_nego.h rules 4 and 5): no timeout of ours, the server decides.
- * 1: the record is want; 0: the connection went to the kernel (CANCEL, a
- * failed kernel connection, garbage: logged and counted); -1: nothing yet. */
-static int client_verdict(struct stk_lazy *l, uint8_t want, const char *what,
-			  const char *cancel_why)
+/* Client after its REPLY: the server's verdict is its first fabric message
+ * (the fabric) or a CANCEL on the kernel stream (stk_nego.h rules 4 and 5); no
+ * timeout of ours, the server decides. 1: the fabric; 0: the connection went
+ * to the kernel (CANCEL, a failed kernel connection, garbage: logged and
+ * counted); -1: nothing yet. Bytes that are not a record are the doorbells of
+ * a server on the fabric (it writes nothing else there before a CANCEL): its
+ * message is on its way. */
+static int client_verdict(struct stk_lazy *l)
 {
+	struct stk_conn *conn = l->conn;
+	if (stk_conn_handshake_step(conn, &l->hs_posted, false) > 0)
+		return 1;
 	struct stk_attach_info info;
 	struct stk_nego_msg msg;
 	size_t len = 0;
-	int r = stk_nego_peek(l->conn->fd, &msg, &len);
+	int r = stk_nego_peek(conn->fd, &msg, &len);
 	if (r == -EAGAIN)
 		return record_cut(l) ? 0 : -1;
-	consume(l, r, len);
-	if (r == 0 && msg.type == want)
-		return 1;
-	if (r == 0 && msg.type == STK_NEGO_CANCEL) {
-		stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd, "%s (status %u)",
-				   cancel_why, msg.status);
-	} else if (kernel_failed(r)) {
+	if (r == -EPROTO)
+		return -1;
+	if (kernel_failed(r)) {
+		/* a server on the fabric closes its kernel connection only after
+		 * our provider took its messages: look once more */
+		if (stk_conn_handshake_step(conn, &l->hs_posted, false) > 0)
+			return 1;
 		io_fallback(l, r);
 		return 0;
-	} else {
-		stk_conn_fall_back(&info, STK_C_FALLBACK_GARBAGE, l->app_fd,
-				   "malformed %s from the server", what);
 	}
+	consume(l, r, len);
+	if (r == 0 && msg.type == STK_NEGO_CANCEL)
+		stk_conn_fall_back(&info, STK_C_FALLBACK_PROV_INIT, l->app_fd,
+				   "%s: the server cancelled (it cannot use it, or saw no fabric "
+				   "message from us) (status %u)", stk_fab_name(conn->fab),
+				   msg.status);
+	else
+		stk_conn_fall_back(&info, STK_C_FALLBACK_GARBAGE, l->app_fd,
+				   "a record other than CANCEL from the server after our REPLY");
 	to_kernel(l);
 	return 0;
 }
 
 /* Client after its REPLY: our fabric message out (already, unless the post
- * failed), progress driven, and the server's READY or CANCEL decides. */
+ * failed), progress driven, and the server decides. */
 static bool client_handshake(struct stk_lazy *l)
 {
-	stk_conn_handshake_step(l->conn, &l->hs_posted, false);
-	char why[128];
-	snprintf(why, sizeof(why), "%s: the server cancelled (it cannot use it, or saw no "
-		 "fabric message from us)", stk_fab_name(l->conn->fab));
-	int v = client_verdict(l, STK_NEGO_READY, "READY", why);
+	int v = client_verdict(l);
 	if (v < 0)
 		return false;
 	if (v > 0)
@@ -197,8 +210,9 @@ static bool client_handshake(struct stk_lazy *l)
 }
 
 /* Server after a usable REPLY: it alone decides whether the fabric works and says so
- * on the kernel stream before any app byte (READY, or CANCEL after
- * STK_NEGO_HANDSHAKE_MS without the client's message). */
+ * before any app byte: its first fabric message (posted as it enters the
+ * fabric), or a CANCEL on the kernel stream after STK_NEGO_HANDSHAKE_MS without
+ * the client's message. */
 static bool server_handshake(struct stk_lazy *l, enum driver by)
 {
 	/* the client's message is microseconds away: a short spin saves a sleep
@@ -207,23 +221,20 @@ static bool server_handshake(struct stk_lazy *l, enum driver by)
 	 * among them); app threads wait in slices instead */
 	uint64_t spin_end = by == BY_THREAD && lazy_thread_idle ? stk_now_ns() + HS_SPIN_NS : 0;
 	int r;
-	while ((r = stk_conn_handshake_step(l->conn, &l->hs_posted, true)) == 0 &&
+	while ((r = stk_conn_handshake_enter(l->conn, &l->hs_posted)) == 0 &&
 	       stk_now_ns() < spin_end)
 		stk_wait_cpu_relax();
 	if (r == 0 && stk_now_ns() < l->deadline)
 		return false;
-	struct stk_nego_msg verdict;
-	stk_conn_make_decision(&verdict, r > 0 ? STK_NEGO_READY : STK_NEGO_CANCEL,
-			       r > 0 ? STK_NEGO_ACCEPT : STK_NEGO_CANCEL_HANDSHAKE);
-	/* On the fabric BEFORE the READY goes: the client may write the moment it
-	 * reads it, and its bytes must be readable here at once, as the kernel's
-	 * are once the write returned (our bytes sent meanwhile wait in the
-	 * client's buffer until it reads the READY). */
-	if (r > 0)
-		to_fabric(l);
-	int ret = stk_nego_send_now(l->conn->fd, &verdict);
-	if (r > 0 && ret == 0)
+	if (r > 0) {
+		/* our bytes sent from now on wait in the client's buffer until it
+		 * has seen our first message */
+		accelerated(l);
 		return true;
+	}
+	struct stk_nego_msg verdict;
+	stk_conn_make_decision(&verdict, STK_NEGO_CANCEL, STK_NEGO_CANCEL_HANDSHAKE);
+	int ret = stk_nego_send_now(l->conn->fd, &verdict);
 	if (ret)
 		io_fallback(l, ret); /* the client learns it from its kernel connection */
 	else {
@@ -317,7 +328,8 @@ static bool step_wait_hello(struct stk_lazy *l, enum driver by)
 					(struct sockaddr *)&l->local, &reply, &info);
 	if (ret == 0) {
 		/* our fabric message first: the server finds it when the
-		 * REPLY arrives and answers READY at once (stk_nego.h rule 5) */
+		 * REPLY arrives and answers with its own at once (stk_nego.h
+		 * rule 5) */
 		begin_handshake(l);
 		stk_conn_handshake_step(conn, &l->hs_posted, false);
 		lazy_send_or_fail(l, &reply);

@@ -216,6 +216,10 @@ static void unlist(struct stk_lazy *l)
  * handshake under way, a step some app call made). */
 void lazy_requeue(struct stk_lazy *l)
 {
+	/* an app thread drives it and requeues it when it leaves
+	 * (lazy_app_leave), if it must */
+	if (!in_thread && __atomic_load_n(&l->app_waiting, __ATOMIC_ACQUIRE))
+		return;
 	pthread_mutex_lock(&nego_reg_lock);
 	if (l->listed && l->queue == Q_NONE) {
 		bool idle = !q_head[Q_TODO] && !q_head[Q_AGAIN];
@@ -271,7 +275,7 @@ static void watch(struct stk_lazy *l)
 	if (l->listed && !l->watching && priv_same(l) && thread_fds_ours()) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = l };
 		if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_MOD, l->conn->fd, &ev) == 0)
-			l->watching = true;
+			l->watching = l->armed = true;
 		else
 			STK_DBG("fd %d: no fabric watch: %s", l->app_fd, strerror(errno));
 	}
@@ -457,6 +461,48 @@ static uint32_t thread_events(const struct stk_lazy *l)
 	return EPOLLIN | EPOLLRDHUP | EPOLLET | (l->stage == C_CONNECTING ? EPOLLOUT : 0);
 }
 
+/* nego_reg_lock held: the thread hears of l's fd when no app thread drives l,
+ * and not while one does (a record the app waits for would wake both, the
+ * thread for nothing: a context switch on the app's CPU, and the peer's send
+ * pays a second wake-up). EPOLL_CTL_MOD looks at the fd again: bytes that came
+ * meanwhile wake the thread at once. */
+static void arm_locked(struct stk_lazy *l)
+{
+	bool want = !__atomic_load_n(&l->app_waiting, __ATOMIC_ACQUIRE);
+	if (!l->listed || l->watching || l->armed == want || !priv_same(l) ||
+	    !thread_fds_ours())
+		return;
+	struct epoll_event ev = { .events = want ? thread_events(l) : 0, .data.ptr = l };
+	if (stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_MOD, l->conn->fd, &ev) == 0)
+		l->armed = want;
+}
+
+void lazy_app_enter(struct stk_lazy *l)
+{
+	if (__atomic_fetch_add(&l->app_waiting, 1, __ATOMIC_ACQ_REL) != 0 ||
+	    __atomic_load_n(&l->conn->phase, __ATOMIC_ACQUIRE) != STK_PHASE_PENDING)
+		return;
+	pthread_mutex_lock(&nego_reg_lock);
+	arm_locked(l);
+	pthread_mutex_unlock(&nego_reg_lock);
+}
+
+void lazy_app_leave(struct stk_lazy *l)
+{
+	if (__atomic_sub_fetch(&l->app_waiting, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	pthread_mutex_lock(&nego_reg_lock);
+	bool rearm = l->listed && !l->armed;
+	arm_locked(l);
+	pthread_mutex_unlock(&nego_reg_lock);
+	if (!rearm)
+		return;
+	/* what the thread skipped meanwhile (lazy_requeue) */
+	pthread_mutex_lock(&l->lock);
+	lazy_after_steps(l);
+	pthread_mutex_unlock(&l->lock);
+}
+
 /* nego_reg_lock held. The thread of this process, created on first need (again in a
  * forked child: threads do not survive fork, and the parent's epoll set is
  * shared with it). Registering the listed conns anew is O(n), but only then. */
@@ -503,12 +549,24 @@ static int ensure_thread_locked(void)
 	return 0;
 }
 
+/* A client waiting for its HELLO once this process opened its providers: its
+ * app's next call answers it (the thread never does); the thread hears of the
+ * fd only when a call of the app leaves it undecided (lazy_app_leave), so that
+ * the HELLO of a client about to write wakes nobody. Until the providers are
+ * open the thread hears of the HELLO at once (the warm-up). */
+static bool enlist_disarmed(const struct stk_lazy *l)
+{
+	return l->client && l->stage == C_WAIT_HELLO &&
+	       __atomic_load_n(&lazy_providers_ready, __ATOMIC_ACQUIRE);
+}
+
 void lazy_enlist(struct stk_lazy *l)
 {
 	pthread_mutex_lock(&nego_reg_lock);
 	int ret = ensure_thread_locked();
+	bool armed = !enlist_disarmed(l);
 	if (ret == 0) {
-		struct epoll_event ev = { .events = thread_events(l), .data.ptr = l };
+		struct epoll_event ev = { .events = armed ? thread_events(l) : 0, .data.ptr = l };
 		ret = stk_sys.epoll_ctl(thread_epfd, EPOLL_CTL_ADD, l->conn->fd, &ev) ? -errno : 0;
 	}
 	if (ret == 0) {
@@ -518,6 +576,7 @@ void lazy_enlist(struct stk_lazy *l)
 			reg_head->prev = l;
 		reg_head = l;
 		l->listed = true;
+		l->armed = armed;
 	} else {
 		/* No background progress: app calls still complete the negotiation. */
 		static int warned;

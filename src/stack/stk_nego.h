@@ -20,7 +20,7 @@
  *       it answers one REPLY (ACCEPT with the chosen provider — shm only on the
  *       same boot id and network namespace — and its address/slot/id/credits, or a
  *       REJECT status; an ACCEPT goes after the client's first fabric message, see
- *       rule 5) and waits for the server's READY or CANCEL; if its app already
+ *       rule 5) and waits for the server's verdict (rule 5); if its app already
  *       wrote (it gave up waiting), it removes the HELLO and stays on the kernel.
  *       Anything else (a plain server speaking first, EOF) → kernel, nothing
  *       consumed. The app's first write waits for the HELLO at most
@@ -41,21 +41,28 @@
  *     - a client that fell back removes a HELLO and a CANCEL at the start of its
  *       stream; a server that cancelled removes a REPLY at the start of its stream.
  *     - a client that sent a REPLY ACCEPT never decides alone: it waits for
- *       READY or CANCEL as long as its kernel connection lives (a live libfabsock
- *       server always decides; a timeout of its own could cross a READY and split
- *       the connection between the two paths).
+ *       the verdict as long as its kernel connection lives (a live libfabsock
+ *       server always decides; a timeout of its own could cross the server's
+ *       message and split the connection between the two paths).
  *  5. The client sends its first fabric message (to the slot and id of the
  *     HELLO) BEFORE its REPLY ACCEPT, so that the server, reading the REPLY,
  *     normally finds it already (on shm it is there; no fabric wait, no round
  *     trip). The server alone decides whether the fabric works: once it has the
- *     client's message it sends its own fabric message, then READY on the kernel
- *     stream, and moves to the fabric; when that message does not come within
- *     STK_NEGO_HANDSHAKE_MS it sends CANCEL (status HANDSHAKE) and stays on the
- *     kernel (a client message that arrives after the server cancelled, or for a
- *     connection it refused, fails the connection-id check and is dropped). The
- *     client moves to the fabric on READY, to the kernel on CANCEL, and waits for
- *     either as long as its kernel connection lives. No app byte moves on either
- *     path before this record. Every record consumed is acknowledged at once
+ *     client's message it moves to the fabric and sends its own fabric message,
+ *     which is its verdict (no kernel record: the handshake rides on the
+ *     messages that flow anyway); when the client's message does not come
+ *     within STK_NEGO_HANDSHAKE_MS it sends CANCEL (status HANDSHAKE) on the
+ *     kernel stream and stays on the kernel (a client message that arrives
+ *     after the server cancelled, or for a connection it refused, fails the
+ *     connection-id check and is dropped). The client moves to the fabric on
+ *     the server's first fabric message, to the kernel on CANCEL, and waits for
+ *     either as long as its kernel connection lives; bytes other than a record
+ *     on the kernel stream meanwhile are the doorbells of a server on the fabric
+ *     (the server writes nothing else there before it decided), left for the
+ *     stream. No app byte moves on either path before the verdict. A server on
+ *     the fabric closes its kernel connection only once its messages were taken
+ *     (stk_close), so a client that sees that end of stream looks at the fabric
+ *     once more first. Every record consumed is acknowledged at once
  *     (TCP_QUICKACK): the peer's next record would otherwise wait under Nagle
  *     for a delayed ACK (40 ms).
  *  The server sends nothing to the client's fabric address before that first
@@ -70,7 +77,7 @@
  *
  * Wire (little-endian): a 16-byte header stable across versions
  *   magic[8] = 7f 'f' 's' 'k' 'N' 'E' 'G' 'O', version u16, type u16 (1 HELLO,
- *   2 REPLY, 3 ACK, 4 CANCEL, 5 READY), length u32 (whole message, ≤ STK_NEGO_MSG_MAX)
+ *   2 REPLY, 3 ACK (version 3), 4 CANCEL, 5 READY (version 4)), length u32 (whole message, ≤ STK_NEGO_MSG_MAX)
  * and, for every type but HELLO of any version, the first body field status u16
  * (0 = ACCEPT). CANCEL and READY (and version 3's ACK) carry nothing else.
  * HELLO body: boot_id[16] netns u64 conn_id u64 slot u32 credits u32 nprov u8,
@@ -87,7 +94,8 @@
 
 #include "stack/stk_fab.h"
 
-#define STK_NEGO_VERSION 5          /* 5: shm peers wake each other through their bells (stk_fab_bell.h) */
+#define STK_NEGO_VERSION 5          /* 5: no READY, the server's first fabric message is its verdict;
+                                       shm peers wake each other through their bells (stk_fab_bell.h) */
 #define STK_NEGO_SYN_TOS 0x2c          /* DSCP 11 (unassigned), ECN bits 0 */
 #define STK_NEGO_HDR_LEN 16
 #define STK_NEGO_MSG_MAX 2048
@@ -101,7 +109,7 @@
 enum stk_nego_type {
 	STK_NEGO_HELLO = 1, STK_NEGO_REPLY = 2, STK_NEGO_ACK = 3 /* version 3 only */,
 	STK_NEGO_CANCEL = 4,
-	STK_NEGO_READY = 5, /* server: the fabric works, it carries the data */
+	STK_NEGO_READY = 5, /* version 4 only: the server's fabric verdict on the kernel stream */
 };
 
 enum stk_nego_status {

@@ -55,12 +55,32 @@ int stk_conn_handshake_step(struct stk_conn *conn, bool *posted, bool answer_onl
 	return dead ? -ECONNRESET : 0;
 }
 
+int stk_conn_handshake_enter(struct stk_conn *conn, bool *posted)
+{
+	stream_progress(conn);
+	pthread_mutex_lock(&conn->lock);
+	bool heard = conn->rx_seq > 0;
+	if (heard && !*posted)
+		*posted = stream_post_locked(conn, STK_MSG_CREDIT, 0, NULL, 0, false) == 0;
+	bool dead = conn->reset;
+	/* under the lock that delivery takes: what the client sends once it saw
+	 * our message is delivered to a conn on the fabric, readable at once as
+	 * the kernel's bytes are once the write returned */
+	bool entered = heard && (*posted || dead);
+	if (entered)
+		stream_enter_fabric_locked(conn);
+	pthread_mutex_unlock(&conn->lock);
+	if (entered)
+		return 1;
+	return dead ? -ECONNRESET : 0;
+}
+
 int stk_conn_handshake(struct stk_conn *conn, int timeout_ms)
 {
 	uint64_t deadline = stk_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	bool posted = false;
 	for (;;) {
-		int ret = stk_conn_handshake_step(conn, &posted, true);
+		int ret = stk_conn_handshake_enter(conn, &posted);
 		if (ret)
 			return ret > 0 ? 0 : ret;
 		if (stk_now_ns() > deadline)

@@ -182,15 +182,21 @@ void stk_conn_connect(struct stk_conn *conn, struct stk_fab *fab, fi_addr_t peer
 /* First fabric message each way, after both ends inserted each other's address:
  * it makes the provider set up its peer state (shm maps the peer's region, rxm
  * connects) while both ends are known to drive progress, and proves the fabric
- * path works. The server's side (stk_conn_handshake, and the step with
- * answer_only): ours is sent only once the peer's first message (our slot and
- * connection id, which only the peer of the kernel connection knows) arrived:
- * a peer-supplied address gets nothing from us before that proof. 0,
- * -ETIMEDOUT or -ECONNRESET. */
+ * path works. The server's side (stk_conn_handshake, stk_conn_handshake_enter,
+ * and the step with answer_only): ours is sent only once the peer's first
+ * message (our slot and connection id, which only the peer of the kernel
+ * connection knows) arrived: a peer-supplied address gets nothing from us
+ * before that proof. The server's message is its verdict (stk_nego.h, rule 5):
+ * stk_conn_handshake and stk_conn_handshake_enter put the conn on the fabric
+ * when they post it. 0, -ETIMEDOUT or -ECONNRESET. */
 int stk_conn_handshake(struct stk_conn *conn, int timeout_ms);
 /* One non-blocking step of it (*posted starts false): 1 done, 0 not yet,
  * -ECONNRESET. */
 int stk_conn_handshake_step(struct stk_conn *conn, bool *posted, bool answer_only);
+/* The server's non-blocking step: 1 once the client's message arrived and ours
+ * is posted, the conn then on the fabric (phase FABRIC, set under the conn's
+ * lock together with the post); 0 not yet; -ECONNRESET. */
+int stk_conn_handshake_enter(struct stk_conn *conn, bool *posted);
 /* A connection that is migrated from the start: fd (owned) is its kernel
  * socket, left/left_fd (owned; may be NULL/-1) the bytes to read before it. */
 int stk_conn_create_migrated(int fd, struct stk_leftover *left, int left_fd,

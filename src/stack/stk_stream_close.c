@@ -9,11 +9,13 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #define LINGER_DEFAULT_NS 10000000000ull /* sends in flight at close: 10 s at most */
 #define PEER_GONE_GRACE_NS 200000000ull  /* ... 0.2 s once the peer hung up */
+#define DRAIN_SPIN_NS 300000ull          /* progress without sleeping this long first */
 
 /* ---- shutdown ---- */
 
@@ -86,7 +88,12 @@ static bool drain_sends(struct stk_conn *conn)
 	if (stk_sys.getsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &lg, &len) == 0 && lg.l_onoff &&
 	    lg.l_linger > 0)
 		linger_ns = (uint64_t)lg.l_linger * 1000000000ull;
-	uint64_t deadline = stk_now_ns() + linger_ns;
+	uint64_t now = stk_now_ns();
+	uint64_t deadline = now + linger_ns;
+	/* the peer's acknowledgement is microseconds away (its provider answers
+	 * at once when asked): look for it a while before sleeping, as a sleep
+	 * costs its timer slack (tens of microseconds) on every close */
+	uint64_t spin_end = now + DRAIN_SPIN_NS;
 	uint64_t pause = SLEEP_MIN_NS;
 	bool gone = false;
 	/* the endpoint itself, also after a migration (stream_progress() stops then; the
@@ -98,9 +105,13 @@ static bool drain_sends(struct stk_conn *conn)
 			if (__atomic_load_n(&conn->tx_outstanding, __ATOMIC_ACQUIRE) == 0)
 				break;
 		}
-		uint64_t now = stk_now_ns();
+		now = stk_now_ns();
 		if (now >= deadline)
 			break;
+		if (now < spin_end) {
+			sched_yield(); /* a peer on this CPU runs meanwhile */
+			continue;
+		}
 		/* The peer's app closed, or its process ended. Its provider may
 		 * still owe us the acknowledgements that complete our sends (dpdk
 		 * completes a send on the peer's ack; a live or cleanly exiting

@@ -41,6 +41,9 @@ static inline void stream_cpu_relax(void)
 #endif
 }
 
+/* stk_stream_mig.c: the conn carries the app's bytes from now on (lock held). */
+void stream_enter_fabric_locked(struct stk_conn *conn);
+
 static inline void stream_sleep_ns(uint64_t ns)
 {
 	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),

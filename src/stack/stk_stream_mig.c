@@ -119,19 +119,25 @@ static void skip_bells_locked(struct stk_conn *conn)
 void stream_set_mig_rx_locked(struct stk_conn *conn)
 {
 	conn->mig_rx = true;
-	/* Still negotiating (a MIGRATE that came before the server's READY was
-	 * read): the doorbells follow that record; stk_conn_enter_fabric takes them. */
+	/* Still negotiating (a client's MIGRATE that came before the server
+	 * entered the fabric, or the server's before the client saw its first
+	 * message): stk_conn_enter_fabric takes the doorbells. */
 	if (stk_conn_on_fabric(conn))
 		skip_bells_locked(conn);
+}
+
+void stream_enter_fabric_locked(struct stk_conn *conn)
+{
+	conn->generation++;
+	if (conn->mig_rx)
+		skip_bells_locked(conn);
+	__atomic_store_n(&conn->phase, STK_PHASE_FABRIC, __ATOMIC_RELEASE);
 }
 
 void stk_conn_enter_fabric(struct stk_conn *conn)
 {
 	pthread_mutex_lock(&conn->lock);
-	conn->generation++;
-	if (conn->mig_rx)
-		skip_bells_locked(conn);
-	__atomic_store_n(&conn->phase, STK_PHASE_FABRIC, __ATOMIC_RELEASE);
+	stream_enter_fabric_locked(conn);
 	pthread_mutex_unlock(&conn->lock);
 }
 

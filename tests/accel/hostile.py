@@ -49,7 +49,7 @@ import threading
 import time
 
 MAGIC = b"\x7ffskNEGO"
-VERSION = 4
+VERSION = 5
 HELLO, REPLY, CANCEL, READY = 1, 2, 4, 5
 TOS = 0x2c
 BOUND_S = float(os.environ.get("HOSTILE_BOUND_S", "6"))
