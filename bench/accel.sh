@@ -168,13 +168,7 @@ while [ $r -le "$rounds" ]; do
 	r=$((r + 1))
 done
 
-awk -v rounds="$rounds" -v secs="$secs" '
-function median(list,   a, n, i, j, t) {
-	n = split(list, a, " ")
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-		if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+awk -v rounds="$rounds" -v secs="$secs" "$awk_median"'
 $3 == "fallback" || $3 == "fail" { bad[$1] = bad[$1] + 1; next }
 { v1[$1, $2] = v1[$1, $2] " " $3; v2[$1, $2] = v2[$1, $2] " " $4
   if ($5 != "-" && $5 != "") cpu[$1, $2] = cpu[$1, $2] " " $5
@@ -201,13 +195,7 @@ END {
 
 if [ -s "$tmp/contention" ]; then
 	echo
-	awk -v rounds="$rounds" '
-function median(list,   a, n, i, j, t) {
-	n = split(list, a, " ")
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-		if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+	awk -v rounds="$rounds" "$awk_median"'
 $2 == "fallback" || $2 == "fail" { bad[$1]++; next }
 { p50[$1] = p50[$1] " " $2; p99[$1] = p99[$1] " " $3; p999[$1] = p999[$1] " " $4
   if ($5 != "-") cpu[$1] = cpu[$1] " " $5
@@ -229,13 +217,7 @@ fi
 
 [ -s "$tmp/redis" ] || exit 0
 echo
-awk -v rounds="$rounds" '
-function median(list,   a, n, i, j, t) {
-	n = split(list, a, " ")
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-		if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+awk -v rounds="$rounds" "$awk_median"'
 $2 == "fail" { bad[$1]++; next }
 { v[$1] = v[$1] " " $2; acc[$1] = $3; conns[$1] = $4; why[$1] = $5
   if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }

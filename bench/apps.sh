@@ -335,13 +335,7 @@ done
 echo "per-run counters (client / server; launched runs):"
 sed 's/^/  /' "$tmp/counters"
 echo
-awk -v rounds="$rounds" -v paths="$paths" -v rows="$rows" '
-function median(list,   a, n, i, j, t) {
-	n = split(list, a, " ")
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-		if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+awk -v rounds="$rounds" -v paths="$paths" -v rows="$rows" "$awk_median"'
 FILENAME ~ /missing$/ { m = $0; sub(/^[^ ]* /, "", m); miss[$1] = m; next }
 $3 == "fallback" || $3 == "fail" { bad[$1, $2] = bad[$1, $2] " " $3; next }
 { v[$1, $2] = v[$1, $2] " " $3 }

@@ -70,13 +70,7 @@ while [ $r -le "$rounds" ]; do
 done
 
 [ -z "${VERBOSE:-}" ] || sed 's/^/  /' "$tmp/counters"
-awk -v paths="$paths" -v modes="$modes" -v rounds="$rounds" -v mb="$mb" -v rbuf="$rbuf" '
-function median(list,   a, n, i, j, t) {
-	n = split(list, a, " ")
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-		if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+awk -v paths="$paths" -v modes="$modes" -v rounds="$rounds" -v mb="$mb" -v rbuf="$rbuf" "$awk_median"'
 $3 ~ /^[0-9.]+$/ { v[$1, $2] = v[$1, $2] " " $3; next }
 { bad[$1, $2] = bad[$1, $2] " " $3 }
 END {

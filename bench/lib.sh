@@ -74,5 +74,15 @@ cpu_ticks() {
 	echo "$t"
 }
 
+# awk_median: an awk function, median(LIST) of a space-separated list of
+# numbers; put in front of an awk program: awk "$awk_median"'...'.
+awk_median='function median(list,   a, n, i, j, t) {
+	n = split(list, a, " ")
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+		if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+'
+
 # now_s: wall clock, seconds with fractions.
 now_s() { date +%s.%N; }
