@@ -112,18 +112,14 @@ static int deliver_signals(struct stream_block_wait *bw)
 /* ---- waiting on a connection ---- */
 
 /* One step of wait_core's spin (stk_wait.h): true to look again; false once
- * the spin is over (budget spent for nothing, or descheduled: noted). */
+ * the spin is over (budget spent, or descheduled: then it gives way). */
 static bool spin_on(uint64_t now, uint64_t *spin_end, uint64_t *last_look)
 {
 	if (now < *spin_end && stk_wait_spin_look(now, last_look)) {
 		stream_cpu_relax();
 		return true;
 	}
-	if (*last_look) {
-		stk_wait_spin_result(false, now);
-		*last_look = 0;
-		*spin_end = now;
-	}
+	*spin_end = now;
 	return false;
 }
 
@@ -146,11 +142,8 @@ static int wait_core(struct stk_conn *conn, short events, uint64_t deadline, int
 	uint64_t backoff = SLEEP_MIN_NS;
 	for (;;) {
 		short ev = until ? (until(conn) ? events : 0) : stk_stream_events(conn) & events;
-		if (ev) {
-			if (last_look) /* found while spinning */
-				stk_wait_spin_result(true, last_look);
+		if (ev)
 			return ev;
-		}
 		uint64_t now = stk_now_ns();
 		if (now >= deadline)
 			return 0;

@@ -158,21 +158,9 @@ const sigset_t *stk_wait_sleep_mask(const struct stk_wait_sigs *s, const sigset_
 static __thread uint64_t spin_off_until; /* no spinning before this (contention) */
 static __thread uint64_t spin_last;      /* stk_wait_spin_step's previous look */
 
-static __thread unsigned spin_fails;     /* spins in a row that found nothing */
-
 bool stk_wait_spin_allowed(uint64_t now)
 {
 	return now >= spin_off_until;
-}
-
-void stk_wait_spin_result(bool found, uint64_t now)
-{
-	if (found) {
-		spin_fails = 0;
-	} else if (++spin_fails >= STK_WAIT_SPIN_FAILS) {
-		spin_fails = 0;
-		spin_off_until = now + STK_WAIT_SPIN_OFF_NS;
-	}
 }
 
 bool stk_wait_spin_look(uint64_t now, uint64_t *last)
@@ -190,8 +178,6 @@ enum stk_wait_step stk_wait_spin_step(int cnt, uint64_t deadline, uint64_t *spin
 					struct stk_wait_sigs *sigs, int *ret)
 {
 	if (cnt) {
-		if (*spin_end && spin_last)
-			stk_wait_spin_result(true, spin_last); /* found while spinning */
 		*ret = cnt;
 		return STK_WAIT_STOP;
 	}
@@ -209,10 +195,6 @@ enum stk_wait_step stk_wait_spin_step(int cnt, uint64_t deadline, uint64_t *spin
 	if (now < *spin_end && stk_wait_spin_look(now, &spin_last)) {
 		stk_wait_cpu_relax();
 		return STK_WAIT_SPIN;
-	}
-	if (spin_last) {
-		stk_wait_spin_result(false, now); /* a spin spent for nothing */
-		spin_last = 0;
 	}
 	*spin_end = now; /* spent (or given way): the next steps sleep */
 	return STK_WAIT_SLEEP;

@@ -54,19 +54,13 @@ enum stk_wait_step { STK_WAIT_STOP, STK_WAIT_SPIN, STK_WAIT_SLEEP };
 enum stk_wait_step stk_wait_spin_step(int cnt, uint64_t deadline, uint64_t *spin_end,
 					struct stk_wait_sigs *sigs, int *ret);
 
-/* Spinning gives way under contention, when it cannot pay: a spin that sees
- * a gap of more than STK_WAIT_SPIN_GAP_NS between two of its looks was
- * descheduled (another runnable thread needed the CPU, perhaps the peer it
- * waits for), and STK_WAIT_SPIN_FAILS spins in a row that ended without
- * what they waited for spent their CPU for nothing (the peer did not run
- * meanwhile: it shares our CPU, or it is idle). The thread then sleeps at once,
- * without spinning, for STK_WAIT_SPIN_OFF_NS (its sleeps are woken exactly:
- * wait fds, bells), and tries spinning again after. */
+/* Spinning gives way under contention: a spin that sees a gap of more than
+ * STK_WAIT_SPIN_GAP_NS between two of its looks was descheduled (another
+ * runnable thread needed the CPU, perhaps the peer it waits for). The thread
+ * then sleeps at once, without spinning, for STK_WAIT_SPIN_OFF_NS (its sleeps
+ * are woken exactly: wait fds, bells), and tries spinning again after. */
 #define STK_WAIT_SPIN_GAP_NS 100000ull      /* 100 µs */
-#define STK_WAIT_SPIN_FAILS 4
 #define STK_WAIT_SPIN_OFF_NS 50000000ull    /* 50 ms */
-/* How a spin ended: with what it waited for (true), or out of budget. */
-void stk_wait_spin_result(bool found, uint64_t now);
 /* A spin may begin at now (false while spinning gives way). */
 bool stk_wait_spin_allowed(uint64_t now);
 /* One look of a spin at now; last: the previous look's time (0 at the
