@@ -77,7 +77,7 @@ fi
 {
 	echo "$begin"
 	echo '```'
-	sed '/^$/d' "$tmp/out"
+	sed '/./,$!d' "$tmp/out"
 	if [ -s "$tmp/apps" ]; then
 		echo
 		cat "$tmp/apps"
