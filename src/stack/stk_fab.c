@@ -147,7 +147,7 @@ static void entry_open(unsigned i)
 		pthread_mutex_unlock(&open_lock);
 		return;
 	}
-	if (strcmp(prov, "shm") == 0) {
+	if (fab_bell_wanted(prov)) {
 		static bool exit_hook;
 		fab_shm_unlink_regions(false);
 		if (!exit_hook)

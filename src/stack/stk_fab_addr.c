@@ -285,11 +285,23 @@ void fab_shm_unlink_regions(bool ours_only)
 	while ((de = readdir(dir)) != NULL) {
 		const char *bell_region = fab_bell_region_of(de->d_name);
 		long pid = shm_region_pid(bell_region ? bell_region : de->d_name);
-		if (pid < 0)
+		/* a bell keyed by an address: its page names the owner, and
+		 * both files go together (the FIFO's owner is found by the page) */
+		bool by_page = pid < 0 && bell_region;
+		if (by_page)
+			pid = fab_bell_page_pid(dirfd(dir), de->d_name);
+		if (pid <= 0)
 			continue;
-		bool stale = pid == self || (!ours_only && kill((pid_t)pid, 0) != 0 &&
-					     errno == ESRCH);
-		if (stale && unlinkat(dirfd(dir), de->d_name, 0) == 0)
+		/* a region named with our pid before we opened one is a previous
+		 * owner's; a page that names us is our own bell */
+		bool mine = pid == self && (ours_only || !by_page);
+		bool stale = mine || (!ours_only && pid != self && kill((pid_t)pid, 0) != 0 &&
+				      errno == ESRCH);
+		if (!stale)
+			continue;
+		if (by_page)
+			reclaimed += fab_bell_unlink_at(dirfd(dir), bell_region);
+		else if (unlinkat(dirfd(dir), de->d_name, 0) == 0)
 			reclaimed++;
 	}
 	closedir(dir);

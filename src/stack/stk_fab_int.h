@@ -37,8 +37,12 @@ struct stk_fab {
 	size_t inject;
 	size_t stream_seg;      /* stk_fab_stream_seg */
 	bool gather;            /* stk_fab_inject2 gathers: FI_INJECT sendmsg, 2 iovecs, no completion */
-	int wait_fd;            /* the CQ's, or our bell's FIFO (shm, stk_fab_bell.h) */
-	struct fab_bell_page *bell_page; /* our bell (shm), NULL: none */
+	int wait_fd;            /* what a sleeper polls: the CQ's wait fd, our bell's
+				 * FIFO (shm, stk_fab_bell.h), or an epoll set of
+				 * both (dpdk) */
+	int cq_wait_fd;         /* the CQ's wait fd, -1: none (shm) */
+	struct fab_bell_page *bell_page; /* our bell (shm, dpdk), NULL: none */
+	int bell_fd;            /* our bell's FIFO (with bell_page) */
 	/* shm: the owner of our own region. A peer's region of another owner is
 	 * refused before libfabric sees it (stk_fab_av_insert): the two 0600
 	 * regions are not open to each other, and libfabric 1.17's shm fails

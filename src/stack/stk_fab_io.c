@@ -246,8 +246,12 @@ bool stk_fab_trywait(struct stk_fab *fab)
 {
 	if (fab->wait_fd < 0)
 		return false;
-	if (fab->bell_page)
-		return fab_bell_trywait(fab);
+	/* our bell armed first: a peer on this host that posts from then on
+	 * rings it; the provider's wait fd covers the others */
+	if (fab->bell_page && !fab_bell_trywait(fab))
+		return false;
+	if (fab->cq_wait_fd < 0)
+		return fab->bell_page != NULL;
 	struct fid *fids[1] = { &fab->cq->fid };
 	stk_fi_enter();
 	int ret = fi_trywait(fab->fabric, fids, 1);

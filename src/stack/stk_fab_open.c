@@ -123,6 +123,7 @@ static int fab_open_ep(struct stk_fab *fab, const char *name)
 	if (fi_cq_open(fab->domain, &cq_attr, &fab->cq, NULL) == 0) {
 		if (fi_control(&fab->cq->fid, FI_GETWAIT, &fab->wait_fd) != 0)
 			fab->wait_fd = -1;
+		fab->cq_wait_fd = fab->wait_fd;
 	} else {
 		/* shm: FI_WAIT_FD is -FI_ENOSYS (checked on this machine). */
 		fab->cq = NULL;
@@ -227,6 +228,8 @@ int fab_open(const char *name, const struct fab_src *src, const char *key, struc
 	}
 	snprintf(fab->name, sizeof(fab->name), "%s", name);
 	fab->wait_fd = -1;
+	fab->cq_wait_fd = -1;
+	fab->bell_fd = -1;
 	pthread_mutex_init(&fab->cq_lock, NULL);
 	pthread_mutex_init(&fab->av_lock, NULL);
 
@@ -246,6 +249,9 @@ int fab_open(const char *name, const struct fab_src *src, const char *key, struc
 		ret = fab_bell_create(fab);
 		if (ret)
 			goto fail;
+	} else if (fab_bell_wanted(name)) {
+		/* a shortcut for peers on this host: the endpoint works without it */
+		ret = fab_bell_create(fab);
 	}
 	STK_INFO("%s: RDM endpoint open (provider %s, segment %zu, stream segment %zu, "
 		 "inject %zu%s, wait fd %d, order 0x%llx)", key, info->fabric_attr->prov_name,

@@ -6,6 +6,10 @@
 # goes to the kernel (counter fallback_prov_init) and the echo is still
 # byte-exact; with the bell intact the same pair is accelerated on shm and
 # its wake-ups went through the bells.
+# dpdk endpoints (a memif pair) have bells too, keyed by their address
+# (fsk-bell.dpdk-<ip>:<port>): present and 0600 while the process runs, rung
+# by a peer on this host, removed at exit, and those of a process killed by
+# SIGKILL removed by the next process that opens such an endpoint.
 . "$top_srcdir/tests/accel/lib.sh"
 size=$((1 << 20))
 status=0
@@ -62,8 +66,65 @@ run_case() {
 	fi
 }
 
+# dpdk_bells: a memif echo pair; the files of the server while it runs and
+# after a SIGKILL, and their reclaim by the next process.
+dpdk_bells() {
+	port=$(free_port)
+	sock="$tmp/memif.sock"
+	rm -f "$tmp/srv.out"
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_LOG=info timeout 60 "$launcher" \
+		--dpdk "net_memif0,role=server,socket=$sock" --ip 198.19.77.1/24 -- \
+		"$python" "$echo_py" server "$port" "$size" >"$tmp/srv.out" 2>"$tmp/srv.log" &
+	spid=$!
+	pids="$pids $spid"
+	wait_ready "$tmp/srv.out" || { cat "$tmp/srv.log"; return 1; }
+	page=$(ls /dev/shm/fsk-bell.dpdk-198.19.77.1:* 2>/dev/null | head -n1)
+	ring=/dev/shm/fsk-ring.${page#/dev/shm/fsk-bell.}
+	[ -f "$page" ] && [ -p "$ring" ] ||
+		{ echo "FAIL: dpdk: the server has no bell files ('$page')"; cat "$tmp/srv.log"; return 1; }
+	[ "$(stat -c %a "$page")" = 600 ] && [ "$(stat -c %a "$ring")" = 600 ] ||
+		{ echo "FAIL: dpdk: bell files not 0600"; return 1; }
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_LOG=info timeout 60 "$launcher" \
+		--dpdk "net_memif0,role=client,socket=$sock" --ip 198.19.77.2/24 -- \
+		"$python" "$echo_py" client "$port" "$size" >"$tmp/cli.out" 2>"$tmp/cli.log" ||
+		{ echo "FAIL: dpdk: client failed"; tail -n 5 "$tmp/cli.log"; return 1; }
+	grep -q "byte-exact" "$tmp/cli.out" || { echo "FAIL: dpdk: $(cat "$tmp/cli.out")"; return 1; }
+	acc=$(counter "$tmp/cli.log" conn_accel_dpdk)
+	bells=$(counter "$tmp/cli.log" bells)
+	left=$(ls /dev/shm/fsk-*dpdk-198.19.77.2:* 2>/dev/null | wc -l)
+	echo "dpdk: accelerated $acc, client rang $bells bells, client files left after exit: $left"
+	[ "$acc" -eq 1 ] && [ "$left" -eq 0 ] || { echo "FAIL: dpdk: expected accelerated, no files left"; return 1; }
+	# a listener that dies without its exit handlers leaves its files ...
+	port=$(free_port)
+	rm -f "$tmp/srv.out"
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_LOG=info timeout 60 "$launcher" \
+		--dpdk "net_memif0,role=server,socket=$tmp/memif2.sock" --ip 198.19.77.3/24 -- \
+		"$python" "$echo_py" server "$port" 1 >"$tmp/srv.out" 2>"$tmp/srv2.log" &
+	spid=$!
+	pids="$pids $spid"
+	wait_ready "$tmp/srv.out" || { cat "$tmp/srv2.log"; return 1; }
+	page=$(ls /dev/shm/fsk-bell.dpdk-198.19.77.3:* 2>/dev/null | head -n1)
+	ring=/dev/shm/fsk-ring.${page#/dev/shm/fsk-bell.}
+	[ -f "$page" ] && [ -p "$ring" ] || { echo "FAIL: dpdk: the listener has no bell files"; return 1; }
+	pkill -KILL -f "^$python $echo_py server $port"
+	wait "$spid" 2>/dev/null
+	[ -f "$page" ] && [ -p "$ring" ] || { echo "FAIL: dpdk: files gone before any reclaim"; return 1; }
+	# ... until the next process that opens a dpdk endpoint (a listener that
+	# exits at once, removing its own files)
+	env FABSOCK_TCP_ACCEL=1 FABSOCK_LOG=info timeout 60 "$launcher" \
+		--dpdk "net_memif0,role=server,socket=$tmp/memif3.sock" --ip 198.19.77.4/24 -- \
+		"$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()' \
+		2>"$tmp/srv3.log" || { echo "FAIL: dpdk: the third process failed"; cat "$tmp/srv3.log"; return 1; }
+	[ ! -e "$page" ] && [ ! -e "$ring" ] ||
+		{ echo "FAIL: dpdk: the bell files of a killed process were not reclaimed"; return 1; }
+	left=$(ls /dev/shm/fsk-*dpdk-198.19.77.* 2>/dev/null | wc -l)
+	[ "$left" -eq 0 ] || { echo "FAIL: dpdk: $left bell files left"; ls /dev/shm; return 1; }
+	echo "dpdk: the bell files of a killed listener were reclaimed by the next process"
+}
+
 run_case intact "" || status=1
 run_case "bad magic" 'printf "notabell" | dd of="$page" conv=notrunc status=none' || status=1
 run_case "no FIFO" 'rm -f "$ring"' || status=1
 run_case "not a FIFO" 'rm -f "$ring" && : >"$ring" && chmod 600 "$ring"' || status=1
+dpdk_bells || status=1
 exit $status
