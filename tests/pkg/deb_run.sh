@@ -35,30 +35,36 @@ mkdir -p /run/fabsock || fsk_fail "mkdir /run/fabsock"
 
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH) || fsk_fail "dpkg-architecture"
 libdir=/usr/lib/$triplet
-E="env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=${HOME:-/root} LC_ALL=C"
+# bare CMD...: CMD with a plain PATH and nothing else of this environment
+# (in the background: fsk_bg env -i $bare_env CMD..., so that the recorded
+# pid is the command's own)
+bare_env="PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=${HOME:-/root} LC_ALL=C"
+# shellcheck disable=SC2086 # a list of VAR=value words without spaces
+bare() { env -i $bare_env "$@"; }
 
 # ---- 1. what the installed launcher and libfabric find
-[ "$($E sh -c 'command -v fabsock')" = /usr/bin/fabsock ] || fsk_fail "fabsock is not /usr/bin/fabsock on PATH"
-$E fabsock --env >"$out/env" || fsk_fail "fabsock --env"
+[ "$(bare sh -c 'command -v fabsock')" = /usr/bin/fabsock ] || fsk_fail "fabsock is not /usr/bin/fabsock on PATH"
+bare fabsock --env >"$out/env" || fsk_fail "fabsock --env"
 grep -qx "export LD_PRELOAD='$libdir/libfabsock.so.0'" "$out/env" ||
 	{ cat "$out/env"; fsk_fail "fabsock --env: LD_PRELOAD is not $libdir/libfabsock.so.0"; }
 grep -qx "export FI_PROVIDER_PATH='$libdir/libfabric'" "$out/env" ||
 	{ cat "$out/env"; fsk_fail "fabsock --env: FI_PROVIDER_PATH is not $libdir/libfabric"; }
-$E FI_DPDK_DEVICE=net_null0 FI_DPDK_IP=198.18.0.1/24 timeout 60 fi_info -p dpdk >"$out/fi_info" 2>&1 ||
+bare FI_DPDK_DEVICE=net_null0 FI_DPDK_IP=198.18.0.1/24 timeout 60 fi_info -p dpdk >"$out/fi_info" 2>&1 ||
 	{ cat "$out/fi_info"; fsk_fail "fi_info -p dpdk with FI_DPDK_DEVICE=net_null0 FI_DPDK_IP only"; }
 grep -q 'provider: dpdk' "$out/fi_info" || { cat "$out/fi_info"; fsk_fail "fi_info -p dpdk lists no dpdk provider"; }
 fsk_note "fabsock --env: $libdir/libfabsock.so.0, FI_PROVIDER_PATH $libdir/libfabric; fi_info -p dpdk: $(grep -c 'provider: dpdk' "$out/fi_info") entries"
 
 # ---- 2. sockperf ping-pong, both ends launched, shm
 port=$(fsk_free_port) || fsk_fail "no free port"
-fsk_bg $E FABSOCK_NEGO_WAIT_MS=2000 timeout -k 5 60 fabsock --provider shm --log info \
+# shellcheck disable=SC2086
+fsk_bg env -i $bare_env FABSOCK_NEGO_WAIT_MS=2000 timeout -k 5 60 fabsock --provider shm --log info \
 	--log-file "$out/srv.log" -- sockperf server --tcp -i 127.0.0.1 -p "$port" >"$out/srv.out" 2>&1
 spid=$fsk_last_pid
 fsk_wait_listen "$port" 150 || { cat "$out/srv.out"; fsk_fail "sockperf server did not listen on $port"; }
 server=$(pgrep -x sockperf -P "$spid" | head -n 1)
 [ -n "$server" ] && grep -q " $libdir/libfabsock.so.0" "/proc/$server/maps" ||
 	fsk_fail "the sockperf server (pid ${server:-?}) does not have $libdir/libfabsock.so.0 mapped"
-$E FABSOCK_NEGO_WAIT_MS=2000 timeout -k 5 30 fabsock --provider shm --log info \
+bare FABSOCK_NEGO_WAIT_MS=2000 timeout -k 5 30 fabsock --provider shm --log info \
 	--log-file "$out/cli.log" -- sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -m 64 -t 2 \
 	>"$out/cli.out" 2>&1 || { cat "$out/cli.out"; fsk_fail "sockperf ping-pong failed"; }
 # SIGINT: sockperf's server exits through its handler, libfabsock dumps its counters
@@ -82,11 +88,12 @@ fsk_note "sockperf ping-pong under /usr/bin/fabsock: $recv round trips over shm 
 pingpong() {
 	sock=/run/fabsock/deb-$$.sock
 	oob=$(fsk_free_port) || fsk_fail "no free port"
-	fsk_bg $E FI_DPDK_DEVICE="net_memif0,role=server,socket=$sock" FI_DPDK_IP=198.18.0.1/24 \
+	# shellcheck disable=SC2086
+	fsk_bg env -i $bare_env FI_DPDK_DEVICE="net_memif0,role=server,socket=$sock" FI_DPDK_IP=198.18.0.1/24 \
 		timeout -k 5 90 fi_pingpong -p dpdk -e "$1" -B "$oob" -I "$3" >"$out/pp-$1-srv.out" 2>&1
 	ppid=$fsk_last_pid
 	fsk_wait_listen "$oob" 300 || { cat "$out/pp-$1-srv.out"; fsk_fail "fi_pingpong $1 server did not listen on $oob"; }
-	$E FI_DPDK_DEVICE="net_memif0,role=client,socket=$sock" FI_DPDK_IP=198.18.0.2/24 \
+	bare FI_DPDK_DEVICE="net_memif0,role=client,socket=$sock" FI_DPDK_IP=198.18.0.2/24 \
 		timeout -k 5 90 fi_pingpong -p dpdk -e "$1" -P "$oob" -I "$3" 127.0.0.1 >"$out/pp-$1-cli.out" 2>&1
 	crc=$?
 	wait "$ppid"
