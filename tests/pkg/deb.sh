@@ -13,9 +13,7 @@
 pkgs="libfabsock0 libfabsock-dev fabsock libfabric1-dpdk"
 
 [ "$(id -u)" = 0 ] || fsk_skip "installing packages needs root"
-fsk_need_cmd dpkg-buildpackage dh lintian apt-get dpkg-query sockperf fi_pingpong fi_info ss
-dpkg-query -W -f='${Status}\n' libfabric-dev 2>/dev/null | grep -q 'install ok installed' ||
-	fsk_skip "libfabric-dev not installed (the package build needs it)"
+fsk_need_cmd dpkg-buildpackage dpkg-checkbuilddeps dh lintian apt-get dpkg-query sockperf fi_pingpong fi_info ss
 for p in $pkgs; do
 	if dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed\|config-files'; then
 		fsk_skip "$p is already installed here: this test installs and purges it"
@@ -51,6 +49,8 @@ else
 		fsk_fail "copying the tree"
 fi
 [ -f "$src/debian/control" ] || fsk_fail "no debian/control in the copy of $top_srcdir"
+missing=$(cd "$src" && dpkg-checkbuilddeps 2>&1) ||
+	fsk_skip "the package build's dependencies are not installed (apt-get build-dep ./): $missing"
 
 # ---- build, without the test suite; lintian
 step "dpkg-buildpackage -b -us -uc"

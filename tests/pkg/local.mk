@@ -1,6 +1,6 @@
 # tests/pkg: the Debian packages (debian/), built from a copy of the tree,
-# checked by lintian, installed, used and purged (tests/pkg/deb.sh, about a
-# minute). Not part of make check: it needs root and installs packages on
+# checked by lintian, installed, used and purged (tests/pkg/deb.sh, 1 to 3
+# minutes). Not part of make check: it needs root and installs packages on
 # this machine. make check-deb runs it (./quickstart check does, after the
 # suites); its log is tests/pkg/deb.log, its summary tests/pkg/check-deb.log.
 EXTRA_DIST += tests/pkg/deb.sh tests/pkg/deb_run.sh \
