@@ -13,7 +13,7 @@
 pkgs="libfabsock0 libfabsock-dev fabsock libfabric1-dpdk"
 
 [ "$(id -u)" = 0 ] || fsk_skip "installing packages needs root"
-fsk_need_cmd dpkg-buildpackage dpkg-checkbuilddeps dh lintian apt-get dpkg-query sockperf fi_pingpong fi_info ss
+fsk_need_cmd dpkg-buildpackage dpkg-checkbuilddeps dpkg-parsechangelog dh lintian apt-get dpkg-query sockperf fi_pingpong fi_info ss
 for p in $pkgs; do
 	if dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed\|config-files'; then
 		fsk_skip "$p is already installed here: this test installs and purges it"
@@ -49,6 +49,10 @@ else
 		fsk_fail "copying the tree"
 fi
 [ -f "$src/debian/control" ] || fsk_fail "no debian/control in the copy of $top_srcdir"
+# a native package: debian/changelog carries configure.ac's version
+dv=$(cd "$src" && dpkg-parsechangelog -S Version) || fsk_fail "dpkg-parsechangelog"
+av=$(sed -n 's/^AC_INIT(\[libfabsock\], *\[\([^]]*\)\].*/\1/p' "$src/configure.ac")
+[ "$dv" = "$av" ] || fsk_fail "debian/changelog is at version $dv, configure.ac at ${av:-?}: add a changelog entry (dch -v $av)"
 missing=$(cd "$src" && dpkg-checkbuilddeps 2>&1) ||
 	fsk_skip "the package build's dependencies are not installed (apt-get build-dep ./): $missing"
 
