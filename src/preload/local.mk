@@ -17,10 +17,12 @@ src_preload_libpl_la_SOURCES = \
 	src/preload/pl_wrap_stdio.c \
 	src/preload/pl_wrap_syscall.c
 
+# SONAME libfabsock.so.0 (libtool -version-info current:revision:age);
+# libfabsock.so is the link that -lfabsock finds.
 lib_LTLIBRARIES += src/libfabsock.la
 src_libfabsock_la_SOURCES =
 src_libfabsock_la_LIBADD = src/preload/libpl.la src/stack/libstk.la -ldl -lpthread
-src_libfabsock_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared \
+src_libfabsock_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 -shared \
 	-Wl,--version-script=$(top_srcdir)/src/preload/libfabsock.map -Wl,-z,now
 EXTRA_src_libfabsock_la_DEPENDENCIES = $(top_srcdir)/src/preload/libfabsock.map
 EXTRA_DIST += src/preload/libfabsock.map
