@@ -317,6 +317,21 @@ START_TEST(test_raw_udp)
 	ck_assert_uint_eq(src, fa[0]);
 	ck_assert_int_eq(read_one(cq[0], &ent, NULL), 1);
 	ck_assert(ent.flags & FI_SEND);
+	/* a source not in the AV, FI_SOURCE_ERR not asked for: FI_ADDR_NOTAVAIL */
+	ck_assert_int_eq(fi_av_remove(av, &fa[0], 1, 0), 0);
+	ck_assert_int_eq(fi_recv(ep[1], in, sizeof(in), NULL, FI_ADDR_UNSPEC, in), 0);
+	send_retry(ep[0], "again", 5, 7, fa[1], NULL);
+	ck_assert_int_eq(read_one(cq[1], &ent, &src), 1);
+	ck_assert_uint_eq(ent.len, 16 + 5);
+	ck_assert_uint_eq(src, FI_ADDR_NOTAVAIL);
+	ck_assert_int_eq(read_one(cq[0], &ent, NULL), 1);
+	{
+		struct sockaddr_in a0;
+		size_t len = sizeof(a0);
+
+		ck_assert_int_eq(fi_getname(&ep[0]->fid, &a0, &len), 0);
+		ck_assert_int_eq(fi_av_insert(av, &a0, 1, &fa[0], 0, NULL), 1);
+	}
 	/* raw endpoint -> itself: exactly the bytes */
 	ck_assert_int_eq(fi_recv(ep[1], in, sizeof(in), NULL, FI_ADDR_UNSPEC, in), 0);
 	ck_assert_int_eq(fi_inject(ep[1], "raw", 3, fa[1]), 0);
