@@ -81,8 +81,17 @@ class Prog:
         return l
 
     def cmd(self, c):
-        self.p.stdin.write(c + "\n")
-        self.p.stdin.flush()
+        try:
+            self.p.stdin.write(c + "\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            self.gone()
+
+    def gone(self):
+        """fdp_udp has ended: fail with what it said last."""
+        rest = self.buf + self.p.stdout.read()
+        last = [l for l in rest.splitlines() if l][-3:]
+        fail("fdp_udp ended (status %s), its last words: %s" % (self.p.wait(), " | ".join(last)))
 
     def expect(self, prefix, timeout=20.0):
         l = self.line(timeout)
@@ -130,8 +139,9 @@ def unicast(prog):
         try:
             echo, frm = s.recvfrom(65536)
         except socket.timeout:
-            prog.cmd("")
-            fail("no echo of datagram %d (%d bytes); fdp_udp: %s" % (i, n, prog.line(5)))
+            if prog.p.poll() is not None:
+                prog.gone()
+            fail("no echo of datagram %d (%d bytes)" % (i, n))
         if echo != data or frm != (DPDK_IP, PORT0):
             fail("echo %d differs: %d bytes from %s, sent %d" % (i, len(echo), frm, n))
     me = s.getsockname()
