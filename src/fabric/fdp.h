@@ -235,6 +235,8 @@ struct fdp_wait {
 	                                 * (CQs and counters) */
 };
 
+#define FDP_CQ_ERR_DATA_MAX 32
+
 /* A completion as stored in a CQ ring (superset of every format). */
 struct fdp_cq_slot {
 	struct fi_cq_tagged_entry e;
@@ -244,6 +246,8 @@ struct fdp_cq_slot {
 struct fdp_cq_err_node {
 	struct fi_cq_err_entry e;
 	struct fdp_cq_err_node *next;
+	size_t err_data_size;
+	uint8_t err_data[FDP_CQ_ERR_DATA_MAX];
 };
 
 struct fdp_cq {
@@ -257,6 +261,9 @@ struct fdp_cq {
 	size_t ring_cap, head, count;   /* protected by lock */
 	struct fdp_cq_err_node *err_head, *err_tail; /* protected by lock */
 	struct fdp_wait wait;
+	uint8_t err_data[FDP_CQ_ERR_DATA_MAX]; /* the last fi_cq_readerr's err_data
+	                                 * when the caller gave no buffer (valid
+	                                 * until the next read, fi_cq(3)) */
 	atomic_bool signaled;           /* fi_cq_signal: the next (or current)
 	                                 * fi_cq_sread that finds nothing returns
 	                                 * -FI_EAGAIN at once */
@@ -276,6 +283,12 @@ void fdp_cq_write(struct fdp_cq *cq, void *context, uint64_t flags, size_t len,
 void fdp_cq_write_err(struct fdp_cq *cq, void *context, uint64_t flags, int err,
 		      int prov_errno, size_t len, void *buf, uint64_t data,
 		      uint64_t tag, size_t olen) FDP_HIDDEN;
+/* The same with err_data (at most FDP_CQ_ERR_DATA_MAX bytes, copied): what
+ * fi_cq_readerr hands back in err_data / err_data_size (FI_SOURCE_ERR:
+ * the unknown source's struct sockaddr_in). */
+void fdp_cq_write_err_data(struct fdp_cq *cq, void *context, uint64_t flags,
+			   int err, size_t len, void *buf, size_t olen,
+			   const void *err_data, size_t err_data_size) FDP_HIDDEN;
 
 struct fdp_cntr {
 	struct fid_cntr cntr_fid;       /* first */
@@ -309,6 +322,8 @@ struct fdp_eq {
 void fdp_eq_av_complete(struct fdp_eq *eq, fid_t fid, void *context, uint64_t count) FDP_HIDDEN;
 int fdp_eq_av_error(struct fdp_eq *eq, fid_t fid, void *context, uint64_t index,
 		    int err) FDP_HIDDEN;
+/* fi_join completed: FI_JOIN_COMPLETE with fid (the fid_mc) and context. */
+void fdp_eq_join_complete(struct fdp_eq *eq, fid_t fid, void *context) FDP_HIDDEN;
 
 struct fdp_mr {
 	struct fid_mr mr_fid;           /* first */
@@ -392,6 +407,11 @@ struct fdp_ep_class {
 	size_t iov_limit;
 	size_t mem_tag_format_bits; /* 0 = no tags; else bits usable in tags */
 	uint32_t protocol_version;
+	uint32_t protocol;          /* ep_attr->protocol: FI_PROTO_UNSPEC (our
+	                             * provider header) or FI_PROTO_UDP (raw UDP:
+	                             * the frame's UDP payload is the message) */
+	size_t wire_hdr_len;        /* provider header bytes in front of one
+	                             * frame's message (max_msg_size 0) */
 	/* fi_endpoint: the framework has built ep (domain, UDP port, address,
 	 * every fid_ep ops table pointing at -FI_ENOSYS stubs, cm ops working).
 	 * Set ep->hooks and ep->hook_ctx, and ep->ep_fid.msg / .tagged to the
@@ -401,6 +421,9 @@ struct fdp_ep_class {
 };
 
 extern const struct fdp_ep_class fdp_dgram_class FDP_HIDDEN;
+/* FI_EP_DGRAM with FI_PROTO_UDP (fdp_dgram.c): raw UDP datagrams, no
+ * provider header; FI_SOURCE_ERR and FI_MULTICAST (fdp_mcast.c). */
+extern const struct fdp_ep_class fdp_udp_class FDP_HIDDEN;
 extern const struct fdp_ep_class fdp_rdm_class __attribute__((weak, visibility("hidden")));
 
 struct fdp_ep {
@@ -432,9 +455,25 @@ struct fdp_ep {
 	void *hook_ctx;                 /* class state, protected by lock */
 	size_t min_multi_recv;          /* FI_OPT_MIN_MULTI_RECV */
 
+	/* Multicast groups joined with fi_join (struct fdp_mc, fdp_mcast.c),
+	 * protected by lock. */
+	struct fdp_mc *mcs;
+
 	/* Statistics, protected by lock. */
 	uint64_t rx_dropped_no_buffer;
 };
+
+/* fi_join on an FI_PROTO_UDP endpoint (fdp_mcast.c), and fi_close of the
+ * endpoint leaving the groups it still belongs to (no lock held). */
+int fdp_ep_join(struct fid_ep *ep, const void *addr, uint64_t flags,
+		struct fid_mc **mc, void *context) FDP_HIDDEN;
+void fdp_ep_leave_all(struct fdp_ep *ep) FDP_HIDDEN;
+
+/* An AV entry for the provider's own use (a multicast group's fi_addr),
+ * and its removal. */
+int fdp_av_insert_one(struct fdp_av *av, const struct sockaddr_in *sa,
+		      fi_addr_t *out) FDP_HIDDEN;
+void fdp_av_remove_one(struct fdp_av *av, fi_addr_t fi_addr) FDP_HIDDEN;
 
 /* Completion helpers honouring FI_SELECTIVE_COMPLETION, the bound CQs and
  * counters. op_flags are the operation's flags (FI_COMPLETION etc.). Call
@@ -454,7 +493,9 @@ void fdp_ep_rx_error(struct fdp_ep *ep, void *context, uint64_t cq_flags,
  * ep->addr and the AV entry of dest, then hdr (hdr_len bytes: the provider
  * header, struct fdp_hdr first, its len field is filled in by this function)
  * then the payload iov, all copied into one mbuf, so every buffer may be
- * reused when it returns. hdr_len + payload bytes must be <=
+ * reused when it returns; hdr_len 0 sends the payload alone (raw UDP,
+ * FI_PROTO_UDP). A multicast destination (224.0.0.0/4) goes to the group's
+ * MAC with TTL 1, no ARP. hdr_len + payload bytes must be <=
  * ep->frame_payload_max. Fault injection (FI_DPDK_DROP/DUP/REORDER) is
  * applied here. Takes the port tx lock; call with or without ep->lock.
  * Returns:

@@ -74,7 +74,7 @@ static size_t class_max_msg(const struct fdp_ep_class *cls)
 
 	if (cls->max_msg_size)
 		return cls->max_msg_size;
-	return frame - sizeof(struct fdp_dgram_hdr);
+	return frame - cls->wire_hdr_len;
 }
 
 static void device_name(char *out, size_t cap)
@@ -102,7 +102,8 @@ static bool class_matches(const struct fdp_ep_class *cls, const struct fi_info *
 		return false;
 	if (cls->mode & ~hints->mode)
 		return false;
-	if (hints->ep_attr && hints->ep_attr->protocol != FI_PROTO_UNSPEC)
+	if (hints->ep_attr && hints->ep_attr->protocol != FI_PROTO_UNSPEC &&
+	    hints->ep_attr->protocol != cls->protocol)
 		return false;
 	if (hints->ep_attr && hints->ep_attr->mem_tag_format && !cls->mem_tag_format_bits)
 		return false;
@@ -121,7 +122,7 @@ static bool class_matches(const struct fdp_ep_class *cls, const struct fi_info *
 		if (d->data_progress == FI_PROGRESS_AUTO ||
 		    d->control_progress == FI_PROGRESS_AUTO)
 			return false;
-		if (d->cq_data_size > 8)
+		if (d->cq_data_size > (cls->protocol == FI_PROTO_UDP ? 0 : 8))
 			return false;
 		if (d->caps & ~DOMAIN_CAPS)
 			return false;
@@ -176,7 +177,7 @@ static void class_info_tx_rx(struct fi_info *fi, const struct fdp_ep_class *cls,
 static void class_info_ep(struct fi_info *fi, const struct fdp_ep_class *cls, size_t max_msg)
 {
 	fi->ep_attr->type = cls->type;
-	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
+	fi->ep_attr->protocol = cls->protocol;
 	fi->ep_attr->protocol_version = cls->protocol_version;
 	fi->ep_attr->max_msg_size = max_msg;
 	fi->ep_attr->msg_prefix_size = 0;
@@ -237,6 +238,10 @@ static struct fi_info *class_info(const struct fdp_ep_class *cls,
 		caps = (hints->caps & cls->caps) | (cls->caps & SECONDARY_CAPS);
 	if (caps & (FI_MSG | FI_TAGGED) && !(caps & (FI_SEND | FI_RECV)))
 		caps |= FI_SEND | FI_RECV;
+	/* FI_SOURCE_ERR changes what an unknown source's message completes
+	 * with: only when asked for */
+	if (!(hints && (hints->caps & FI_SOURCE_ERR)))
+		caps &= ~FI_SOURCE_ERR;
 	fi->caps = caps;
 	fi->mode = cls->mode;
 	fi->addr_format = FI_SOCKADDR_IN;
@@ -247,6 +252,8 @@ static struct fi_info *class_info(const struct fdp_ep_class *cls,
 	device_name(dom, sizeof(dom));
 	fi->domain_attr->name = strdup(dom);
 	class_info_domain(fi, hints);
+	if (cls->protocol == FI_PROTO_UDP)
+		fi->domain_attr->cq_data_size = 0; /* raw UDP: no room on the wire */
 	fi->fabric_attr->name = strdup(FDP_PROV_NAME);
 	fi->fabric_attr->prov_version = FDP_PROV_VERSION;
 	fi->fabric_attr->api_version = FDP_FI_VERSION;
@@ -265,7 +272,7 @@ fail:
 int fdp_getinfo(uint32_t version, const char *node, const char *service,
 		uint64_t flags, const struct fi_info *hints, struct fi_info **info)
 {
-	const struct fdp_ep_class *classes[2];
+	const struct fdp_ep_class *classes[3];
 	struct sockaddr_in src, dest, tmp;
 	struct fi_info *head = NULL, *tail = NULL, *fi;
 	bool have_dest = false;
@@ -328,6 +335,11 @@ int fdp_getinfo(uint32_t version, const char *node, const char *service,
 	 * not affected. */
 	if (!(flags & FDP_OFI_CORE_PROV_ONLY) || &fdp_rdm_class == NULL || fdp_params.rxd)
 		classes[n++] = &fdp_dgram_class;
+	/* raw UDP (FI_PROTO_UDP) after the provider's own DGRAM protocol, so
+	 * a program that asks for DGRAM without a protocol gets that; never
+	 * offered for layering */
+	if (!(flags & FDP_OFI_CORE_PROV_ONLY))
+		classes[n++] = &fdp_udp_class;
 	if (&fdp_rdm_class != NULL)
 		classes[n++] = &fdp_rdm_class;
 	for (i = 0; i < n; i++) {

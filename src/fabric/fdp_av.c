@@ -82,13 +82,33 @@ static int av_append(struct fdp_av *av, const struct sockaddr_in *sa, fi_addr_t 
 	e[count].addr = *sa;
 	e[count].addr.sin_family = AF_INET;
 	memset(e[count].addr.sin_zero, 0, sizeof(e[count].addr.sin_zero));
-	e[count].arp_slot = fdp_port_arp_slot(av->domain->port, sa->sin_addr.s_addr);
+	/* a multicast group has no ARP entry: its MAC follows from its address */
+	e[count].arp_slot = fdp_ip_is_multicast(sa->sin_addr.s_addr) ? UINT32_MAX :
+		fdp_port_arp_slot(av->domain->port, sa->sin_addr.s_addr);
 	h = sa_hash(sa, av->hash_size);
 	e[count].hash_next = av->hash[h];
 	atomic_store_explicit(&av->count, count + 1, memory_order_release);
 	__atomic_store_n(&av->hash[h], (uint32_t)count, __ATOMIC_RELEASE);
 	*out = count;
 	return 0;
+}
+
+int fdp_av_insert_one(struct fdp_av *av, const struct sockaddr_in *sa, fi_addr_t *out)
+{
+	int ret;
+
+	fdp_lock(&av->lock);
+	ret = av_append(av, sa, out);
+	fdp_unlock(&av->lock);
+	return ret;
+}
+
+void fdp_av_remove_one(struct fdp_av *av, fi_addr_t fi_addr)
+{
+	fdp_lock(&av->lock);
+	if (fi_addr < atomic_load(&av->count))
+		atomic_load(&av->entries)[fi_addr].addr.sin_family = 0;
+	fdp_unlock(&av->lock);
 }
 
 /* fi_av(3): a synchronous AV returns how many addresses went in, and with

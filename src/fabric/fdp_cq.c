@@ -80,6 +80,42 @@ void fdp_cq_write(struct fdp_cq *cq, void *context, uint64_t flags, size_t len,
 	unlock_and_wake(cq);
 }
 
+static void push_err(struct fdp_cq *cq, struct fdp_cq_err_node *n)
+{
+	fdp_lock(&cq->lock);
+	if (cq->err_tail)
+		cq->err_tail->next = n;
+	else
+		__atomic_store_n(&cq->err_head, n, __ATOMIC_RELEASE);
+	cq->err_tail = n;
+	unlock_and_wake(cq);
+}
+
+void fdp_cq_write_err_data(struct fdp_cq *cq, void *context, uint64_t flags,
+			   int err, size_t len, void *buf, size_t olen,
+			   const void *err_data, size_t err_data_size)
+{
+	struct fdp_cq_err_node *n = calloc(1, sizeof(*n));
+
+	if (!n) {
+		FDP_WARN(FI_LOG_CQ, "out of memory: error completion lost\n");
+		return;
+	}
+	if (err_data_size > sizeof(n->err_data))
+		err_data_size = sizeof(n->err_data);
+	n->e.op_context = context;
+	n->e.flags = flags;
+	n->e.len = len;
+	n->e.buf = buf;
+	n->e.olen = olen;
+	n->e.err = err;
+	n->e.prov_errno = err;
+	if (err_data_size)
+		memcpy(n->err_data, err_data, err_data_size);
+	n->err_data_size = err_data_size;
+	push_err(cq, n);
+}
+
 void fdp_cq_write_err(struct fdp_cq *cq, void *context, uint64_t flags, int err,
 		      int prov_errno, size_t len, void *buf, uint64_t data,
 		      uint64_t tag, size_t olen)
@@ -99,13 +135,7 @@ void fdp_cq_write_err(struct fdp_cq *cq, void *context, uint64_t flags, int err,
 	n->e.olen = olen;
 	n->e.err = err;
 	n->e.prov_errno = prov_errno;
-	fdp_lock(&cq->lock);
-	if (cq->err_tail)
-		cq->err_tail->next = n;
-	else
-		__atomic_store_n(&cq->err_head, n, __ATOMIC_RELEASE);
-	cq->err_tail = n;
-	unlock_and_wake(cq);
+	push_err(cq, n);
 }
 
 static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
@@ -157,6 +187,7 @@ static ssize_t cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
 	struct fdp_cq *cq = container_of(cq_fid, struct fdp_cq, cq_fid);
 	struct fdp_cq_err_node *n;
 	void *err_data;
+	size_t err_data_size;
 
 	(void)flags;
 	fdp_lock(&cq->lock);
@@ -168,12 +199,24 @@ static ssize_t cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
 	__atomic_store_n(&cq->err_head, n->next, __ATOMIC_RELEASE);
 	if (!n->next)
 		cq->err_tail = NULL;
-	fdp_unlock(&cq->lock);
-	/* keep the caller's err_data buffer (API >= 1.5); we have none */
+	/* fi_cq(3), API >= 1.5: a caller's err_data buffer (err_data_size
+	 * > 0) receives a copy; without one, err_data points to the CQ's
+	 * buffer, valid until the next read */
 	err_data = buf->err_data;
+	err_data_size = buf->err_data_size;
 	*buf = n->e;
 	buf->err_data = err_data;
 	buf->err_data_size = 0;
+	if (n->err_data_size && err_data && err_data_size) {
+		buf->err_data_size = n->err_data_size < err_data_size ?
+				     n->err_data_size : err_data_size;
+		memcpy(err_data, n->err_data, buf->err_data_size);
+	} else if (n->err_data_size) {
+		memcpy(cq->err_data, n->err_data, n->err_data_size);
+		buf->err_data = cq->err_data;
+		buf->err_data_size = n->err_data_size;
+	}
+	fdp_unlock(&cq->lock);
 	free(n);
 	return 1;
 }

@@ -1,6 +1,11 @@
-/* fdp_dgram.c - the FI_EP_DGRAM endpoint class: one message per frame, no
+/* fdp_dgram.c - the FI_EP_DGRAM endpoint classes: one message per frame, no
  * reliability, posted receives consumed in FIFO order. Sends copy into an
- * mbuf, so they complete as soon as the device took the frame. */
+ * mbuf, so they complete as soon as the device took the frame.
+ *
+ * Two protocols share the code: FI_PROTO_UNSPEC (fdp_dgram_class) puts
+ * struct fdp_dgram_hdr in front of the message (remote CQ data); FI_PROTO_UDP
+ * (fdp_udp_class) sends and receives plain UDP datagrams, the UDP payload
+ * being the message, so it talks to any UDP socket. */
 #include "config.h"
 
 #include "fabric/fdp.h"
@@ -56,14 +61,27 @@ static ssize_t post_recv(struct fdp_ep *ep, const struct iovec *iov, size_t coun
 	return 0;
 }
 
-void fdp_dgram_rx(struct fdp_ep *ep, const struct fdp_frame_view *v)
+static void src_of(const struct fdp_frame_view *v, struct sockaddr_in *src)
+{
+	memset(src, 0, sizeof(*src));
+	src->sin_family = AF_INET;
+	src->sin_addr.s_addr = v->src_ip;
+	src->sin_port = v->src_port;
+}
+
+/* ep->lock held. One received message into the next posted buffer. An
+ * unknown source is FI_ADDR_NOTAVAIL, or with FI_SOURCE_ERR an error
+ * completion FI_EADDRNOTAVAIL whose err_data is its sockaddr_in (fi_cq(3));
+ * the data is in the buffer either way. */
+static void deliver(struct fdp_ep *ep, const struct fdp_frame_view *v,
+		    const uint8_t *payload, size_t payload_len, uint64_t cq_flags)
 {
 	struct dgram_state *s = st(ep);
 	struct dgram_rx r;
-	uint64_t cq_flags = FI_RECV | FI_MSG;
 	struct sockaddr_in src;
 	fi_addr_t src_addr = FI_ADDR_NOTAVAIL;
 	size_t cap, done;
+	void *buf0;
 
 	if (s->rx_count == 0) {
 		ep->rx_dropped_no_buffer++;
@@ -74,24 +92,42 @@ void fdp_dgram_rx(struct fdp_ep *ep, const struct fdp_frame_view *v)
 	s->rx_count--;
 
 	cap = fdp_iov_len(r.iov, r.iov_count);
-	done = fdp_buf_to_iov(r.iov, r.iov_count, v->payload, v->payload_len);
-	if (v->flags & FDP_DGRAM_F_DATA)
-		cq_flags |= FI_REMOTE_CQ_DATA;
-	if (v->payload_len > cap) {
-		fdp_ep_rx_error(ep, r.context, cq_flags, FI_ETRUNC, done,
-				r.iov_count ? r.iov[0].iov_base : NULL, v->data, 0,
-				v->payload_len - done);
+	done = fdp_buf_to_iov(r.iov, r.iov_count, payload, payload_len);
+	buf0 = r.iov_count ? r.iov[0].iov_base : NULL;
+	if (payload_len > cap) {
+		fdp_ep_rx_error(ep, r.context, cq_flags, FI_ETRUNC, done, buf0, v->data, 0,
+				payload_len - done);
 		return;
 	}
-	if (ep->av && (ep->caps & FI_SOURCE || ep->rx_cq)) {
-		memset(&src, 0, sizeof(src));
-		src.sin_family = AF_INET;
-		src.sin_addr.s_addr = v->src_ip;
-		src.sin_port = v->src_port;
+	src_of(v, &src);
+	if (ep->av && (ep->caps & FI_SOURCE || ep->rx_cq))
 		src_addr = fdp_av_reverse(ep->av, &src);
+	if (src_addr == FI_ADDR_NOTAVAIL && (ep->caps & FI_SOURCE_ERR) && ep->av) {
+		if (ep->rx_cq)
+			fdp_cq_write_err_data(ep->rx_cq, r.context, cq_flags, FI_EADDRNOTAVAIL,
+					      done, buf0, 0, &src, sizeof(src));
+		fdp_cntr_inc_err(ep->recv_cntr);
+		return;
 	}
 	fdp_ep_rx_done(ep, r.context, r.flags | ep->rx_op_flags, cq_flags, done,
-		       r.iov_count ? r.iov[0].iov_base : NULL, v->data, 0, src_addr);
+		       buf0, v->data, 0, src_addr);
+}
+
+void fdp_dgram_rx(struct fdp_ep *ep, const struct fdp_frame_view *v)
+{
+	uint64_t cq_flags = FI_RECV | FI_MSG;
+
+	if (v->flags & FDP_DGRAM_F_DATA)
+		cq_flags |= FI_REMOTE_CQ_DATA;
+	deliver(ep, v, v->payload, v->payload_len, cq_flags);
+}
+
+void fdp_udp_rx(struct fdp_ep *ep, const struct fdp_frame_view *v)
+{
+	struct fdp_frame_view raw = *v;
+
+	raw.data = 0;
+	deliver(ep, &raw, v->udp_payload, v->udp_payload_len, FI_RECV | FI_MSG);
 }
 
 static ssize_t dg_recv(struct fid_ep *ep_fid, void *buf, size_t len, void *desc,
@@ -133,10 +169,14 @@ static ssize_t do_send(struct fdp_ep *ep, const struct iovec *iov, size_t count,
 	uint64_t cq_flags = FI_SEND | FI_MSG;
 	int ret;
 
+	size_t hdr_len = ep->cls->wire_hdr_len;
+
 	if (count > DGRAM_IOV_LIMIT)
 		return -FI_EINVAL;
-	if (len + sizeof(dh) > ep->frame_payload_max)
+	if (len + hdr_len > ep->frame_payload_max)
 		return -FI_EMSGSIZE;
+	if (hdr_len == 0 && (flags & FI_REMOTE_CQ_DATA))
+		return -FI_EINVAL; /* a raw UDP datagram has no room for it */
 	memset(&dh, 0, sizeof(dh));
 	dh.hdr.magic = FDP_MAGIC;
 	dh.hdr.version = FDP_PROTO_VERSION;
@@ -145,7 +185,7 @@ static ssize_t do_send(struct fdp_ep *ep, const struct iovec *iov, size_t count,
 		dh.hdr.flags = FDP_DGRAM_F_DATA;
 		dh.data = htobe64(data);
 	}
-	ret = fdp_tx_frame(ep, dest, &dh, sizeof(dh), iov, count);
+	ret = fdp_tx_frame(ep, dest, &dh, hdr_len, iov, count);
 	if (ret == -FI_EAGAIN) {
 		/* let ARP replies and TX completions in before the caller retries */
 		fdp_domain_progress(ep->domain);
@@ -321,5 +361,28 @@ const struct fdp_ep_class fdp_dgram_class = {
 	.iov_limit = DGRAM_IOV_LIMIT,
 	.mem_tag_format_bits = 0,
 	.protocol_version = FDP_PROTO_VERSION,
+	.protocol = FI_PROTO_UNSPEC,
+	.wire_hdr_len = sizeof(struct fdp_dgram_hdr),
+	.open = dg_open,
+};
+
+/* FI_SOURCE_ERR is offered but only enabled when the application asks
+ * for it (fdp_attr.c): it turns unknown sources into error completions. */
+const struct fdp_ep_class fdp_udp_class = {
+	.type = FI_EP_DGRAM,
+	.caps = FI_MSG | FI_SEND | FI_RECV | FI_MULTICAST | FI_SOURCE | FI_SOURCE_ERR |
+		FI_LOCAL_COMM | FI_REMOTE_COMM,
+	.mode = 0,
+	.msg_order = 0,
+	.comp_order = FI_ORDER_NONE,
+	.max_msg_size = 0,
+	.inject_size = 0,
+	.tx_size = DGRAM_QUEUE,
+	.rx_size = DGRAM_QUEUE,
+	.iov_limit = DGRAM_IOV_LIMIT,
+	.mem_tag_format_bits = 0,
+	.protocol_version = 4, /* IPv4 */
+	.protocol = FI_PROTO_UDP,
+	.wire_hdr_len = 0,
 	.open = dg_open,
 };

@@ -46,6 +46,7 @@ static int ep_close(struct fid *fid)
 	/* the data of sends that completed at copy time is still only in
 	 * this endpoint's send window: deliver it before the endpoint goes */
 	fdp_ep_linger(ep);
+	fdp_ep_leave_all(ep);
 	fdp_port_detach(port, ep);
 	/* after unbind no receive burst can reach ep (it takes the rx lock) */
 	fdp_port_unbind(port, ep->addr.sin_port);
@@ -414,13 +415,6 @@ static int cm_shutdown(struct fid_ep *ep, uint64_t flags)
 	return -FI_ENOSYS;
 }
 
-static int cm_join(struct fid_ep *ep, const void *addr, uint64_t flags,
-		   struct fid_mc **mc, void *context)
-{
-	(void)ep; (void)addr; (void)flags; (void)mc; (void)context;
-	return -FI_ENOSYS;
-}
-
 static const struct fi_ops_cm ep_cm_ops = {
 	.size = sizeof(struct fi_ops_cm),
 	.setname = cm_setname,
@@ -431,7 +425,7 @@ static const struct fi_ops_cm ep_cm_ops = {
 	.accept = cm_accept,
 	.reject = cm_reject,
 	.shutdown = cm_shutdown,
-	.join = cm_join,
+	.join = fdp_ep_join,
 };
 
 int fdp_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
@@ -447,7 +441,9 @@ int fdp_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	if (!info || !info->ep_attr)
 		return -FI_EINVAL;
 	type = info->ep_attr->type;
-	if (type == FI_EP_DGRAM)
+	if (type == FI_EP_DGRAM && info->ep_attr->protocol == FI_PROTO_UDP)
+		cls = &fdp_udp_class;
+	else if (type == FI_EP_DGRAM && info->ep_attr->protocol == FI_PROTO_UNSPEC)
 		cls = &fdp_dgram_class;
 	else if (type == FI_EP_RDM && &fdp_rdm_class != NULL)
 		cls = &fdp_rdm_class;

@@ -199,6 +199,13 @@ void fdp_eq_av_complete(struct fdp_eq *eq, fid_t fid, void *context, uint64_t co
 	eq_write(&eq->eq_fid, FI_AV_COMPLETE, &e, sizeof(e), 0);
 }
 
+void fdp_eq_join_complete(struct fdp_eq *eq, fid_t fid, void *context)
+{
+	struct fi_eq_entry e = {.fid = fid, .context = context, .data = 0};
+
+	eq_write(&eq->eq_fid, FI_JOIN_COMPLETE, &e, sizeof(e), 0);
+}
+
 int fdp_eq_av_error(struct fdp_eq *eq, fid_t fid, void *context, uint64_t index, int err)
 {
 	struct fdp_eq_node *n = calloc(1, sizeof(*n));

@@ -23,6 +23,7 @@ static const char *const drop_names[FDP_DROP__COUNT] = {
 	[FDP_DROP_VERSION] = "version",
 	[FDP_DROP_TYPE] = "type",
 	[FDP_DROP_LEN] = "length",
+	[FDP_DROP_IGMP] = "igmp",
 };
 
 const char *fdp_drop_name(int reason)
@@ -115,12 +116,15 @@ static int parse_arp(const uint8_t *buf, size_t len, struct fdp_frame_view *out)
 	return FDP_DROP_NONE;
 }
 
-static int parse_fdp(const uint8_t *udp_payload, size_t udp_payload_len,
-		     struct fdp_frame_view *out)
+int fdp_frame_parse_fdp(struct fdp_frame_view *out)
 {
+	const uint8_t *udp_payload = out->udp_payload;
+	size_t udp_payload_len = out->udp_payload_len;
 	struct fdp_hdr h;
 	struct fdp_dgram_hdr dh;
 
+	if (out->kind != FDP_FRAME_UDP)
+		return FDP_DROP_PROTO;
 	if (udp_payload_len < sizeof(h))
 		return FDP_DROP_MAGIC; /* too short to be ours at all */
 	memcpy(&h, udp_payload, sizeof(h));
@@ -130,7 +134,6 @@ static int parse_fdp(const uint8_t *udp_payload, size_t udp_payload_len,
 		return FDP_DROP_VERSION;
 	if (ntohs(h.len) != udp_payload_len)
 		return FDP_DROP_LEN;
-	out->kind = FDP_FRAME_FDP;
 	out->fdp = udp_payload;
 	out->fdp_len = udp_payload_len;
 	out->type = h.type;
@@ -145,37 +148,39 @@ static int parse_fdp(const uint8_t *udp_payload, size_t udp_payload_len,
 		out->data = be64toh(dh.data);
 		out->payload = udp_payload + sizeof(dh);
 		out->payload_len = udp_payload_len - sizeof(dh);
+		out->kind = FDP_FRAME_FDP;
 		return FDP_DROP_NONE;
 	}
-	if (h.type >= FDP_TYPE_RDM_FIRST && h.type <= FDP_TYPE_RDM_LAST)
+	if (h.type >= FDP_TYPE_RDM_FIRST && h.type <= FDP_TYPE_RDM_LAST) {
+		out->kind = FDP_FRAME_FDP;
 		return FDP_DROP_NONE;
+	}
 	return FDP_DROP_TYPE;
 }
 
-int fdp_frame_parse(const uint8_t *buf, size_t len, unsigned int flags,
-		    struct fdp_frame_view *out)
+/* An IGMP message of igmp_len bytes (the IPv4 payload). Queries are 8
+ * bytes (v1/v2) or at least 12 (v3); the group is at offset 4 in all. */
+static int parse_igmp(const uint8_t *igmp, size_t igmp_len, struct fdp_frame_view *out)
 {
-	struct fdp_eth_hdr eth;
+	uint32_t group;
+
+	if (igmp_len < 8 || fdp_csum_partial(igmp, igmp_len, 0) != 0xffff)
+		return FDP_DROP_IGMP;
+	memcpy(&group, igmp + 4, 4);
+	out->kind = FDP_FRAME_IGMP;
+	out->igmp_type = igmp[0];
+	out->igmp_group = group;
+	return FDP_DROP_NONE;
+}
+
+static int parse_ipv4(const uint8_t *buf, size_t len, unsigned int flags,
+		      struct fdp_frame_view *out)
+{
 	struct fdp_ipv4_hdr ip;
 	struct fdp_udp_hdr udp;
 	size_t ihl, ip_total, udp_len;
-	const uint8_t *l3, *l4;
+	const uint8_t *l3 = buf + FDP_ETH_HLEN, *l4;
 
-	if (buf == NULL || len < FDP_ETH_HLEN)
-		return FDP_DROP_SHORT;
-	memcpy(&eth, buf, sizeof(eth));
-	out->dst_mac = buf;
-	out->src_mac = buf + FDP_ETH_ALEN;
-	switch (ntohs(eth.ethertype)) {
-	case FDP_ETHERTYPE_ARP:
-		return parse_arp(buf, len, out);
-	case FDP_ETHERTYPE_IPV4:
-		break;
-	default:
-		return FDP_DROP_ETHERTYPE;
-	}
-
-	l3 = buf + FDP_ETH_HLEN;
 	if (len < FDP_ETH_HLEN + sizeof(ip))
 		return FDP_DROP_SHORT;
 	memcpy(&ip, l3, sizeof(ip));
@@ -192,10 +197,14 @@ int fdp_frame_parse(const uint8_t *buf, size_t len, unsigned int flags,
 	if (!(flags & FDP_PARSE_IP_CSUM_OK) &&
 	    fdp_csum_partial(l3, ihl, 0) != 0xffff)
 		return FDP_DROP_IP_CSUM;
+	out->src_ip = ip.src;
+	out->dst_ip = ip.dst;
+	l4 = l3 + ihl;
+	if (ip.proto == FDP_IPPROTO_IGMP)
+		return parse_igmp(l4, ip_total - ihl, out);
 	if (ip.proto != FDP_IPPROTO_UDP)
 		return FDP_DROP_PROTO;
 
-	l4 = l3 + ihl;
 	if (ip_total - ihl < sizeof(udp))
 		return FDP_DROP_UDP_LEN;
 	memcpy(&udp, l4, sizeof(udp));
@@ -208,11 +217,93 @@ int fdp_frame_parse(const uint8_t *buf, size_t len, unsigned int flags,
 		if (s != 0xffff)
 			return FDP_DROP_UDP_CSUM;
 	}
-	out->src_ip = ip.src;
-	out->dst_ip = ip.dst;
+	out->kind = FDP_FRAME_UDP;
 	out->src_port = udp.src_port;
 	out->dst_port = udp.dst_port;
-	return parse_fdp(l4 + sizeof(udp), udp_len - sizeof(udp), out);
+	out->udp_payload = l4 + sizeof(udp);
+	out->udp_payload_len = udp_len - sizeof(udp);
+	out->fdp = out->udp_payload;
+	out->fdp_len = out->udp_payload_len;
+	return FDP_DROP_NONE;
+}
+
+int fdp_frame_parse_udp(const uint8_t *buf, size_t len, unsigned int flags,
+			struct fdp_frame_view *out)
+{
+	struct fdp_eth_hdr eth;
+
+	if (buf == NULL || len < FDP_ETH_HLEN)
+		return FDP_DROP_SHORT;
+	memcpy(&eth, buf, sizeof(eth));
+	out->dst_mac = buf;
+	out->src_mac = buf + FDP_ETH_ALEN;
+	switch (ntohs(eth.ethertype)) {
+	case FDP_ETHERTYPE_ARP:
+		return parse_arp(buf, len, out);
+	case FDP_ETHERTYPE_IPV4:
+		return parse_ipv4(buf, len, flags, out);
+	default:
+		return FDP_DROP_ETHERTYPE;
+	}
+}
+
+int fdp_frame_parse(const uint8_t *buf, size_t len, unsigned int flags,
+		    struct fdp_frame_view *out)
+{
+	int reason = fdp_frame_parse_udp(buf, len, flags, out);
+
+	if (reason != FDP_DROP_NONE || out->kind != FDP_FRAME_UDP)
+		return reason;
+	return fdp_frame_parse_fdp(out);
+}
+
+bool fdp_ip_is_multicast(uint32_t ip)
+{
+	return (ntohl(ip) >> 28) == 0xe;
+}
+
+void fdp_mcast_mac(uint32_t group, uint8_t mac[FDP_ETH_ALEN])
+{
+	uint32_t g = ntohl(group);
+
+	mac[0] = 0x01;
+	mac[1] = 0x00;
+	mac[2] = 0x5e;
+	mac[3] = (uint8_t)((g >> 16) & 0x7f);
+	mac[4] = (uint8_t)(g >> 8);
+	mac[5] = (uint8_t)g;
+}
+
+void fdp_frame_set_ttl(uint8_t *buf, uint8_t ttl)
+{
+	buf[FDP_ETH_HLEN + offsetof(struct fdp_ipv4_hdr, ttl)] = ttl;
+}
+
+size_t fdp_igmp_build(uint8_t *buf, const uint8_t *src_mac, uint32_t src_ip,
+		      uint32_t dst_ip, uint8_t type, uint32_t group)
+{
+	/* IPv4 header with the Router Alert option (RFC 2113), which
+	 * RFC 2236 asks of every IGMPv2 message */
+	uint8_t ip[24] = {0x46, 0xc0, 0, 24 + 8, 0, 0, 0x40, 0, 1, FDP_IPPROTO_IGMP,
+			  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x94, 0x04, 0, 0};
+	uint8_t igmp[8] = {type, 0, 0, 0, 0, 0, 0, 0};
+	uint8_t *l3 = buf + FDP_ETH_HLEN;
+	uint16_t c, ethertype = htons(FDP_ETHERTYPE_IPV4);
+
+	memset(buf, 0, FDP_ETH_MIN_FRAME);
+	fdp_mcast_mac(dst_ip, buf);
+	memcpy(buf + FDP_ETH_ALEN, src_mac, FDP_ETH_ALEN);
+	memcpy(buf + 2 * FDP_ETH_ALEN, &ethertype, 2);
+	memcpy(ip + 12, &src_ip, 4);
+	memcpy(ip + 16, &dst_ip, 4);
+	c = htons((uint16_t)~fdp_csum_partial(ip, sizeof(ip), 0));
+	memcpy(ip + 10, &c, 2);
+	memcpy(igmp + 4, &group, 4);
+	c = htons((uint16_t)~fdp_csum_partial(igmp, sizeof(igmp), 0));
+	memcpy(igmp + 2, &c, 2);
+	memcpy(l3, ip, sizeof(ip));
+	memcpy(l3 + sizeof(ip), igmp, sizeof(igmp));
+	return FDP_ETH_MIN_FRAME;
 }
 
 void fdp_frame_build_hdrs(uint8_t *buf, const struct fdp_frame_addrs *a,

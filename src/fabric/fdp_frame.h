@@ -35,12 +35,15 @@ enum fdp_drop {
 	FDP_DROP_TYPE,          /* unknown frame type */
 	FDP_DROP_LEN,           /* provider length != UDP payload length, or
 	                         * shorter than the type's header */
+	FDP_DROP_IGMP,          /* IGMP message short or with a bad checksum */
 	FDP_DROP__COUNT
 };
 
 enum fdp_frame_kind {
 	FDP_FRAME_ARP = 1,
-	FDP_FRAME_FDP = 2,
+	FDP_FRAME_FDP = 2,          /* UDP carrying a valid provider header */
+	FDP_FRAME_UDP = 3,          /* UDP, payload not interpreted (fdp_frame_parse_udp) */
+	FDP_FRAME_IGMP = 4,         /* IGMP message (RFC 2236 / 3376 queries matter) */
 };
 
 /* What the parser found; pointers point into the parsed buffer. Addresses
@@ -57,6 +60,12 @@ struct fdp_frame_view {
 	uint16_t src_port, dst_port;
 	const uint8_t *fdp;         /* struct fdp_hdr, the start of the UDP payload */
 	size_t fdp_len;             /* whole UDP payload */
+	/* FDP_FRAME_UDP and FDP_FRAME_FDP: the UDP payload (== fdp, fdp_len) */
+	const uint8_t *udp_payload;
+	size_t udp_payload_len;
+	/* FDP_FRAME_IGMP (src_ip, dst_ip set too) */
+	uint8_t igmp_type;          /* 0x11 query, 0x16 v2 report, 0x17 leave, 0x22 v3 report */
+	uint32_t igmp_group;        /* network order; 0 in a general query */
 	uint8_t type, flags;        /* from fdp_hdr */
 	/* FDP_TYPE_DGRAM only: */
 	uint64_t data;              /* host order */
@@ -72,6 +81,14 @@ struct fdp_frame_view {
  * drop reason (out is then partially filled and must not be used). */
 int fdp_frame_parse(const uint8_t *buf, size_t len, unsigned int flags,
 		    struct fdp_frame_view *out) FDP_HIDDEN;
+/* The same in two steps, for a receiver that picks the endpoint before it
+ * knows whether the payload is a provider frame (raw UDP endpoints):
+ * parse_udp checks Ethernet/IPv4/UDP (or ARP, IGMP) and leaves the UDP
+ * payload uninterpreted (kind FDP_FRAME_UDP); parse_fdp then checks the
+ * provider header of such a view (kind becomes FDP_FRAME_FDP). */
+int fdp_frame_parse_udp(const uint8_t *buf, size_t len, unsigned int flags,
+			struct fdp_frame_view *out) FDP_HIDDEN;
+int fdp_frame_parse_fdp(struct fdp_frame_view *out) FDP_HIDDEN;
 const char *fdp_drop_name(int reason) FDP_HIDDEN;
 
 /* One's complement sum of len bytes folded to 16 bits, started at init
@@ -95,6 +112,26 @@ void fdp_frame_csum(uint8_t *buf, bool ip, bool udp) FDP_HIDDEN;
 /* The UDP pseudo-header partial sum (for devices that offload the UDP
  * checksum and want it pre-seeded in the csum field). */
 uint16_t fdp_udp_phdr_sum(uint32_t src_ip, uint32_t dst_ip, uint16_t udp_len_host) FDP_HIDDEN;
+
+/* Multicast destination: the IPv4 group's MAC (01:00:5e + its low 23 bits,
+ * RFC 1112) and TTL 1 in a frame fdp_frame_build_hdrs wrote (before
+ * fdp_frame_csum). */
+bool fdp_ip_is_multicast(uint32_t ip) FDP_HIDDEN;
+void fdp_mcast_mac(uint32_t group, uint8_t mac[FDP_ETH_ALEN]) FDP_HIDDEN;
+void fdp_frame_set_ttl(uint8_t *buf, uint8_t ttl) FDP_HIDDEN;
+
+#define FDP_IPPROTO_IGMP 2
+#define FDP_IGMP_QUERY 0x11
+#define FDP_IGMP_V2_REPORT 0x16
+#define FDP_IGMP_V2_LEAVE 0x17
+#define FDP_IGMP_V3_REPORT 0x22
+#define FDP_IGMP_ALL_ROUTERS 0xe0000002u  /* 224.0.0.2, host order */
+/* Write an IGMPv2 message (report or leave, RFC 2236): IPv4 with the
+ * Router Alert option, TTL 1, to dst_ip (the group for a report,
+ * 224.0.0.2 for a leave) at its multicast MAC; padded to
+ * FDP_ETH_MIN_FRAME; returns its length. Addresses in network order. */
+size_t fdp_igmp_build(uint8_t *buf, const uint8_t *src_mac, uint32_t src_ip,
+		      uint32_t dst_ip, uint8_t type, uint32_t group) FDP_HIDDEN;
 
 /* Write an ARP frame (padded to FDP_ETH_MIN_FRAME); returns its length. */
 size_t fdp_arp_build(uint8_t *buf, uint16_t op, const uint8_t *eth_dst,

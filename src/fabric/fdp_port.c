@@ -350,11 +350,13 @@ void fdp_port_shutdown(void)
 		 "port stats: rx %" PRIu64 " tx %" PRIu64 " tx-full %" PRIu64
 		 " not-ours %" PRIu64 " no-ep %" PRIu64 " arp req/rep/rx %" PRIu64
 		 "/%" PRIu64 "/%" PRIu64 " injected drop/dup/reorder %" PRIu64
-		 "/%" PRIu64 "/%" PRIu64 "\n",
+		 "/%" PRIu64 "/%" PRIu64 " igmp tx/queries %" PRIu64 "/%" PRIu64
+		 " multicast delivered %" PRIu64 "\n",
 		 p->stats.rx_frames, p->stats.tx_frames, p->stats.tx_full,
 		 p->stats.rx_not_ours, p->stats.rx_no_ep, p->stats.arp_req_tx,
 		 p->stats.arp_rep_tx, p->stats.arp_rx, p->stats.inj_drop,
-		 p->stats.inj_dup, p->stats.inj_reorder);
+		 p->stats.inj_dup, p->stats.inj_reorder, p->stats.igmp_tx,
+		 p->stats.igmp_query_rx, p->stats.rx_mc_delivered);
 	{
 		struct rte_eth_stats es;
 

@@ -44,8 +44,23 @@ void fdp_progress_stop(struct fdp_port *port) FDP_HIDDEN;
 struct fdp_progress;
 struct fdp_progress **fdp_port_progress_slot(struct fdp_port *port) FDP_HIDDEN;
 
-/* DGRAM class receive (fdp_dgram.c), called with ep->lock held. */
+/* DGRAM class receive (fdp_dgram.c), called with ep->lock held; v is a
+ * FDP_FRAME_FDP view. fdp_udp_rx: the FI_PROTO_UDP class, v a
+ * FDP_FRAME_UDP view (the UDP payload is the message). */
 void fdp_dgram_rx(struct fdp_ep *ep, const struct fdp_frame_view *v) FDP_HIDDEN;
+void fdp_udp_rx(struct fdp_ep *ep, const struct fdp_frame_view *v) FDP_HIDDEN;
+
+/* Multicast membership (fdp_port_mc.c): datagrams to group:udp_port (both
+ * network order) reach ep (an FI_PROTO_UDP endpoint) until it leaves. The
+ * first member of a group makes the port accept the group's MAC and sends
+ * an IGMPv2 membership report; the last one to leave sends an IGMPv2
+ * leave. Several endpoints may join one group. Call with no lock held.
+ * join: 0, -FI_EALREADY (ep is a member already), -FI_ENOSPC (table full). */
+#define FDP_MC_MEMBERS 64
+int fdp_port_mc_join(struct fdp_port *port, struct fdp_ep *ep, uint32_t group,
+		     uint16_t udp_port) FDP_HIDDEN;
+void fdp_port_mc_leave(struct fdp_port *port, struct fdp_ep *ep, uint32_t group,
+		       uint16_t udp_port) FDP_HIDDEN;
 
 /* Statistics of the port, for logs and tests. */
 struct fdp_port_stats {
@@ -56,6 +71,8 @@ struct fdp_port_stats {
 	uint64_t tx_full;           /* TX ring or pool full */
 	uint64_t inj_drop, inj_dup, inj_reorder;
 	uint64_t arp_req_tx, arp_rep_tx, arp_rx;
+	uint64_t igmp_tx, igmp_query_rx;
+	uint64_t rx_mc_delivered;   /* multicast datagram copies handed to members */
 };
 void fdp_port_stats(struct fdp_port *port, struct fdp_port_stats *out) FDP_HIDDEN;
 

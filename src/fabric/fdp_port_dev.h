@@ -66,6 +66,16 @@ struct fdp_port {
 	struct rte_mbuf *held;              /* tx_lock: frame held back (reorder) */
 	uint64_t held_ns;
 
+	/* Multicast memberships (fdp_port_mc.c): written under rx_lock and
+	 * read by the receive path, which holds it. */
+	struct fdp_mc_member {
+		uint32_t group;             /* network order */
+		uint16_t udp_port;          /* network order */
+		struct fdp_ep *ep;
+	} mc[FDP_MC_MEMBERS];
+	size_t mc_count;                    /* rx_lock */
+	bool mc_allmulti;                   /* rx_lock: the device lacks an MC filter list */
+
 	struct fdp_port_stats stats;        /* rx_* under rx_lock, tx_* under tx_lock */
 	struct fdp_progress *progress;
 };
@@ -82,6 +92,15 @@ void fdp_port_each_hook_ep(struct fdp_port *p, bool flush, uint64_t now) FDP_HID
 uint32_t fdp_port_arp_find(struct fdp_port *p, uint32_t ip, bool create) FDP_HIDDEN;
 const uint8_t *fdp_port_arp_resolve(struct fdp_port *p, uint32_t slot, int *err) FDP_HIDDEN;
 void fdp_port_arp_input(struct fdp_port *p, const struct fdp_frame_view *v) FDP_HIDDEN;
+
+/* rx_lock held (the receive path): deliver a multicast datagram to every
+ * member of its group and port, switching *held (the endpoint lock the
+ * burst holds) as it goes; returns the copies delivered, -1 when no
+ * endpoint of this process joined the group. igmp_input answers an IGMP
+ * query with a report per group joined. */
+int fdp_port_mc_rx(struct fdp_port *p, const struct fdp_frame_view *v,
+		   struct fdp_ep **held) FDP_HIDDEN;
+void fdp_port_igmp_input(struct fdp_port *p, const struct fdp_frame_view *v) FDP_HIDDEN;
 
 /* tx_lock held. Send one frame right away, no fault injection
  * (fdp_port_tx.c). */

@@ -112,17 +112,74 @@ void fdp_port_each_hook_ep(struct fdp_port *p, bool flush, uint64_t now)
 	fdp_unlock(&p->ep_lock);
 }
 
+/* rx_lock held. Lock ep for the burst (*held: see rx_one). */
+static void hold_ep(struct fdp_ep *ep, struct fdp_ep **held)
+{
+	if (ep != *held) {
+		if (*held)
+			fdp_unlock(&(*held)->lock);
+		fdp_lock(&ep->lock);
+		*held = ep;
+	}
+}
+
+/* rx_lock held, ep locked: a UDP frame for ep's port. A raw UDP endpoint
+ * takes the payload as it is; the others want a provider header. */
+static void rx_ep(struct fdp_port *p, struct fdp_ep *ep, struct fdp_frame_view *v,
+		  uint64_t now_ns)
+{
+	struct sockaddr_in src;
+	fi_addr_t src_addr;
+	int reason;
+
+	if (!ep->enabled) {
+		p->stats.rx_no_ep++;
+		return;
+	}
+	if (ep->cls == &fdp_udp_class) {
+		fdp_udp_rx(ep, v);
+		return;
+	}
+	reason = fdp_frame_parse_fdp(v);
+	if (reason != FDP_DROP_NONE) {
+		p->stats.rx_drop[reason]++;
+	} else if (v->type == FDP_TYPE_DGRAM) {
+		if (ep->cls == &fdp_dgram_class)
+			fdp_dgram_rx(ep, v);
+		else
+			p->stats.rx_drop[FDP_DROP_TYPE]++;
+	} else if (ep->hooks && ep->hooks->rx_rdm) {
+		memset(&src, 0, sizeof(src));
+		src.sin_family = AF_INET;
+		src.sin_addr.s_addr = v->src_ip;
+		src.sin_port = v->src_port;
+		src_addr = ep->av ? fdp_av_reverse(ep->av, &src) : FI_ADDR_NOTAVAIL;
+		ep->hooks->rx_rdm(ep, src_addr, &src, v->fdp, v->fdp_len, now_ns);
+	} else {
+		p->stats.rx_drop[FDP_DROP_TYPE]++;
+	}
+}
+
+/* rx_lock held. A datagram to a multicast group: its members, if any. */
+static void rx_mcast(struct fdp_port *p, const struct fdp_frame_view *v, struct fdp_ep **held)
+{
+	int n = p->mc_count ? fdp_port_mc_rx(p, v, held) : -1;
+
+	if (n < 0)
+		p->stats.rx_not_ours++;
+	else if (n == 0)
+		p->stats.rx_no_ep++;
+}
+
 /* rx_lock held. *held is the endpoint whose lock this burst holds (NULL:
  * none): consecutive frames for one endpoint, the common case, take its
  * lock once per burst instead of once per frame. */
 static void rx_one(struct fdp_port *p, struct rte_mbuf *m, uint64_t now_ns, struct fdp_ep **held)
 {
 	struct fdp_frame_view v;
-	struct sockaddr_in src;
 	const uint8_t *data;
 	struct fdp_ep *ep;
 	unsigned int flags = 0;
-	fi_addr_t src_addr;
 	int reason;
 
 	if (m->nb_segs > 1) {
@@ -140,13 +197,21 @@ static void rx_one(struct fdp_port *p, struct rte_mbuf *m, uint64_t now_ns, stru
 		if ((m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD)
 			flags |= FDP_PARSE_UDP_CSUM_OK;
 	}
-	reason = fdp_frame_parse(data, m->pkt_len, flags, &v);
+	reason = fdp_frame_parse_udp(data, m->pkt_len, flags, &v);
 	if (reason != FDP_DROP_NONE) {
 		p->stats.rx_drop[reason]++;
 		return;
 	}
 	if (v.kind == FDP_FRAME_ARP) {
 		fdp_port_arp_input(p, &v);
+		return;
+	}
+	if (v.kind == FDP_FRAME_IGMP) {
+		fdp_port_igmp_input(p, &v);
+		return;
+	}
+	if (fdp_ip_is_multicast(v.dst_ip)) {
+		rx_mcast(p, &v, held);
 		return;
 	}
 	if (v.dst_ip != fdp_params.addr.s_addr ||
@@ -159,29 +224,8 @@ static void rx_one(struct fdp_port *p, struct rte_mbuf *m, uint64_t now_ns, stru
 		p->stats.rx_no_ep++;
 		return;
 	}
-	if (ep != *held) {
-		if (*held)
-			fdp_unlock(&(*held)->lock);
-		fdp_lock(&ep->lock);
-		*held = ep;
-	}
-	if (!ep->enabled) {
-		p->stats.rx_no_ep++;
-	} else if (v.type == FDP_TYPE_DGRAM) {
-		if (ep->cls == &fdp_dgram_class)
-			fdp_dgram_rx(ep, &v);
-		else
-			p->stats.rx_drop[FDP_DROP_TYPE]++;
-	} else if (ep->hooks && ep->hooks->rx_rdm) {
-		memset(&src, 0, sizeof(src));
-		src.sin_family = AF_INET;
-		src.sin_addr.s_addr = v.src_ip;
-		src.sin_port = v.src_port;
-		src_addr = ep->av ? fdp_av_reverse(ep->av, &src) : FI_ADDR_NOTAVAIL;
-		ep->hooks->rx_rdm(ep, src_addr, &src, v.fdp, v.fdp_len, now_ns);
-	} else {
-		p->stats.rx_drop[FDP_DROP_TYPE]++;
-	}
+	hold_ep(ep, held);
+	rx_ep(p, ep, &v, now_ns);
 }
 
 /* Endpoint timers. After frames arrived they run at once (acks may open a

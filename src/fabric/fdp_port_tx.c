@@ -103,16 +103,21 @@ static int tx_frame(struct fdp_ep *ep, uint32_t dst_ip, uint16_t dst_port,
 	struct fdp_frame_addrs a;
 	struct rte_mbuf *m;
 	const uint8_t *mac;
-	uint8_t *buf;
+	uint8_t *buf, group_mac[FDP_ETH_ALEN];
+	bool mcast = fdp_ip_is_multicast(dst_ip);
 	size_t plen = fdp_iov_len(payload, iov_count), udp_len = hdr_len + plen, off;
 	uint16_t be_len;
 	int ret, err = 0;
 
-	if (udp_len > ep->frame_payload_max || hdr_len < sizeof(struct fdp_hdr))
+	/* hdr_len 0: a raw UDP datagram (FI_PROTO_UDP), no provider header */
+	if (udp_len > ep->frame_payload_max || (hdr_len && hdr_len < sizeof(struct fdp_hdr)))
 		return -FI_EINVAL;
 	fdp_eal_thread();
 	fdp_lock(&p->tx_lock);
-	if (dst_ip == fdp_params.addr.s_addr) {
+	if (mcast) {
+		fdp_mcast_mac(dst_ip, group_mac);
+		mac = group_mac;
+	} else if (dst_ip == fdp_params.addr.s_addr) {
 		mac = p->mac.addr_bytes; /* to ourselves: the device may loop it */
 	} else {
 		if (arp_slot == UINT32_MAX)
@@ -137,11 +142,16 @@ static int tx_frame(struct fdp_ep *ep, uint32_t dst_ip, uint16_t dst_port,
 	a.src_port = ep->addr.sin_port;
 	a.dst_port = dst_port;
 	fdp_frame_build_hdrs(buf, &a, udp_len, p->ip_id++);
+	/* multicast stays on the link (as IP_MULTICAST_TTL's default, 1) */
+	if (mcast)
+		fdp_frame_set_ttl(buf, 1);
 	off = FDP_L2L4_HLEN;
-	memcpy(buf + off, hdr, hdr_len);
-	be_len = htons((uint16_t)udp_len);
-	memcpy(buf + off + offsetof(struct fdp_hdr, len), &be_len, 2);
-	off += hdr_len;
+	if (hdr_len) {
+		memcpy(buf + off, hdr, hdr_len);
+		be_len = htons((uint16_t)udp_len);
+		memcpy(buf + off + offsetof(struct fdp_hdr, len), &be_len, 2);
+		off += hdr_len;
+	}
 	off += fdp_iov_to_buf(buf + off, plen, payload, iov_count);
 	m->data_len = (uint16_t)off;
 	m->pkt_len = (uint32_t)off;

@@ -18,6 +18,9 @@
  * Version rule: a receiver drops (and counts) frames whose magic or version
  * it does not know. A change of any header layout bumps FDP_PROTO_VERSION.
  *
+ * Raw UDP endpoints (FI_EP_DGRAM with FI_PROTO_UDP) send and receive frames
+ * that end at the UDP header: no fdp_hdr, the UDP payload is the message.
+ *
  * Frame types: FDP_TYPE_DGRAM (FI_EP_DGRAM data) is defined here. The range
  * FDP_TYPE_RDM_FIRST..FDP_TYPE_RDM_LAST belongs to the reliable RDM engine,
  * whose type-specific headers live in fdp_rel_proto.h; the framework hands

@@ -33,10 +33,12 @@ src_fabric_libdpdk_fi_la_SOURCES = \
 	src/fabric/fdp_eq.c \
 	src/fabric/fdp_fabric.c \
 	src/fabric/fdp_init.c \
+	src/fabric/fdp_mcast.c \
 	src/fabric/fdp_pool.c \
 	src/fabric/fdp_port.c \
 	src/fabric/fdp_port.h \
 	src/fabric/fdp_port_arp.c \
+	src/fabric/fdp_port_mc.c \
 	src/fabric/fdp_port_dev.h \
 	src/fabric/fdp_port_rx.c \
 	src/fabric/fdp_port_tx.c \

@@ -53,6 +53,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    (v.payload < v.fdp || v.payload + v.payload_len > v.fdp + v.fdp_len))
 			abort();
 	}
+	/* the first step alone (raw UDP endpoints): its payload in the frame */
+	r = fdp_frame_parse_udp(copy, size - 1, flags, &v);
+	if (r < 0 || r >= FDP_DROP__COUNT)
+		abort();
+	if (r == FDP_DROP_NONE && v.kind == FDP_FRAME_UDP &&
+	    (v.udp_payload < copy || v.udp_payload + v.udp_payload_len > copy + size - 1))
+		abort();
 	free(copy);
 	return 0;
 }

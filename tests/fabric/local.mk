@@ -87,3 +87,13 @@ EXTRA_DIST += tests/fabric/fabric_bad_input.sh
 # tests over a net_memif pair; SKIP naming what is missing otherwise.
 TESTS += tests/fabric/fabric_fabtests.sh
 EXTRA_DIST += tests/fabric/fabric_fabtests.sh
+
+# FI_PROTO_UDP (raw UDP) and multicast on net_af_packet between two
+# network namespaces, against the kernel's UDP sockets: fdp_udp (libfabric
+# API only) is driven by fabric_udp.py, the kernel peer.
+check_PROGRAMS += tests/fabric/fdp_udp
+tests_fabric_fdp_udp_SOURCES = tests/fabric/fdp_udp.c
+tests_fabric_fdp_udp_CFLAGS = $(AM_CFLAGS) $(FABRIC_CFLAGS)
+tests_fabric_fdp_udp_LDADD = $(FABRIC_LIBS)
+TESTS += tests/fabric/fabric_udp.sh
+EXTRA_DIST += tests/fabric/fabric_udp.sh tests/fabric/fabric_udp.py

@@ -242,6 +242,129 @@ START_TEST(test_send_recv_data)
 }
 END_TEST
 
+/* FI_PROTO_UDP over net_ring0: listed after the provider's own DGRAM, with
+ * no CQ data and FI_SOURCE_ERR only when asked for; a provider frame that
+ * reaches a raw UDP endpoint is just bytes, a raw datagram reaching the
+ * provider's own DGRAM endpoint is dropped; fi_join's argument checks (the
+ * multicast itself: fabric_udp.sh). */
+static struct fid_ep *raw_udp_ep(struct fid_domain *domain, struct fi_info *info,
+				 struct fid_av *av, struct fid_cq **cq, fi_addr_t *fa)
+{
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED};
+	struct sockaddr_in addr;
+	struct fid_ep *ep;
+	size_t len = sizeof(addr);
+
+	ck_assert_int_eq(fi_cq_open(domain, &cq_attr, cq, NULL), 0);
+	ck_assert_int_eq(fi_endpoint(domain, info, &ep, NULL), 0);
+	ck_assert_int_eq(fi_ep_bind(ep, &av->fid, 0), 0);
+	ck_assert_int_eq(fi_ep_bind(ep, &(*cq)->fid, FI_TRANSMIT | FI_RECV), 0);
+	ck_assert_int_eq(fi_enable(ep), 0);
+	ck_assert_int_eq(fi_getname(&ep->fid, &addr, &len), 0);
+	ck_assert_int_eq(fi_av_insert(av, &addr, 1, fa, 0, NULL), 1);
+	return ep;
+}
+
+START_TEST(test_raw_udp)
+{
+	struct fi_info *h, *own, *udp, *none = NULL;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	struct fid_cq *cq[2];
+	struct fid_ep *ep[2];
+	struct fid_mc *mc = NULL;
+	struct fi_cq_tagged_entry ent;
+	struct sockaddr_in group = {.sin_family = AF_INET, .sin_port = htons(5000)};
+	fi_addr_t fa[2], src = FI_ADDR_NOTAVAIL;
+	char in[64];
+	int i;
+
+	set_env("net_ring0", IP "/24");
+	h = hints_dgram();
+	ck_assert_int_eq(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &own), 0);
+	ck_assert_int_eq(own->ep_attr->protocol, FI_PROTO_UNSPEC);
+	ck_assert_ptr_nonnull(own->next);
+	ck_assert_int_eq(own->next->ep_attr->protocol, FI_PROTO_UDP);
+	ck_assert_uint_eq(own->next->ep_attr->max_msg_size, own->ep_attr->max_msg_size + 16);
+	ck_assert_uint_eq(own->next->domain_attr->cq_data_size, 0);
+	ck_assert(!(own->next->caps & FI_SOURCE_ERR));
+	h->ep_attr->protocol = FI_PROTO_UDP;
+	h->caps = FI_MSG | FI_SOURCE | FI_MULTICAST;
+	ck_assert_int_eq(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &udp), 0);
+	ck_assert_ptr_null(udp->next);
+	ck_assert_int_eq(udp->ep_attr->protocol, FI_PROTO_UDP);
+	ck_assert(udp->caps & FI_MULTICAST);
+	h->domain_attr->cq_data_size = 8;
+	ck_assert_int_eq(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &none), -FI_ENODATA);
+	ck_assert_ptr_null(none);
+	fi_freeinfo(h);
+
+	ck_assert_int_eq(fi_fabric(udp->fabric_attr, &fabric, NULL), 0);
+	ck_assert_int_eq(fi_domain(fabric, udp, &domain, NULL), 0);
+	ck_assert_int_eq(fi_av_open(domain, &av_attr, &av, NULL), 0);
+	ep[0] = raw_udp_ep(domain, own, av, &cq[0], &fa[0]);  /* provider's protocol */
+	ep[1] = raw_udp_ep(domain, udp, av, &cq[1], &fa[1]);  /* raw UDP */
+
+	/* provider frame -> raw endpoint: the header arrives as data */
+	ck_assert_int_eq(fi_recv(ep[1], in, sizeof(in), NULL, FI_ADDR_UNSPEC, in), 0);
+	send_retry(ep[0], "hello", 5, 7, fa[1], NULL);
+	ck_assert_int_eq(read_one(cq[1], &ent, &src), 1);
+	ck_assert_uint_eq(ent.len, 16 + 5);
+	ck_assert_uint_eq((uint8_t)in[0], 0xfd);
+	ck_assert_mem_eq(in + 16, "hello", 5);
+	ck_assert_uint_eq(src, fa[0]);
+	ck_assert_int_eq(read_one(cq[0], &ent, NULL), 1);
+	ck_assert(ent.flags & FI_SEND);
+	/* a source not in the AV, FI_SOURCE_ERR not asked for: FI_ADDR_NOTAVAIL */
+	ck_assert_int_eq(fi_av_remove(av, &fa[0], 1, 0), 0);
+	ck_assert_int_eq(fi_recv(ep[1], in, sizeof(in), NULL, FI_ADDR_UNSPEC, in), 0);
+	send_retry(ep[0], "again", 5, 7, fa[1], NULL);
+	ck_assert_int_eq(read_one(cq[1], &ent, &src), 1);
+	ck_assert_uint_eq(ent.len, 16 + 5);
+	ck_assert_uint_eq(src, FI_ADDR_NOTAVAIL);
+	ck_assert_int_eq(read_one(cq[0], &ent, NULL), 1);
+	{
+		struct sockaddr_in a0;
+		size_t len = sizeof(a0);
+
+		ck_assert_int_eq(fi_getname(&ep[0]->fid, &a0, &len), 0);
+		ck_assert_int_eq(fi_av_insert(av, &a0, 1, &fa[0], 0, NULL), 1);
+	}
+	/* raw endpoint -> itself: exactly the bytes */
+	ck_assert_int_eq(fi_recv(ep[1], in, sizeof(in), NULL, FI_ADDR_UNSPEC, in), 0);
+	ck_assert_int_eq(fi_inject(ep[1], "raw", 3, fa[1]), 0);
+	ck_assert_int_eq(read_one(cq[1], &ent, &src), 1);
+	ck_assert_uint_eq(ent.len, 3);
+	ck_assert_mem_eq(in, "raw", 3);
+	ck_assert_uint_eq(src, fa[1]);
+	/* raw datagram -> the provider's protocol: dropped */
+	ck_assert_int_eq(fi_recv(ep[0], in, sizeof(in), NULL, FI_ADDR_UNSPEC, in), 0);
+	ck_assert_int_eq(fi_inject(ep[1], "raw", 3, fa[0]), 0);
+	for (i = 0; i < 20000; i++)
+		ck_assert_int_eq(fi_cq_read(cq[0], &ent, 1), -FI_EAGAIN);
+	ck_assert_int_eq(fi_cancel(&ep[0]->fid, in), 0);
+	/* no room for CQ data; fi_join's checks */
+	ck_assert_int_eq(fi_injectdata(ep[1], "x", 1, 1, fa[0]), -FI_EINVAL);
+	ck_assert_int_eq(fi_join(ep[0], &group, 0, &mc, NULL), -FI_EOPNOTSUPP);
+	ck_assert_int_eq(fi_join(ep[1], &group, 0, &mc, NULL), -FI_EINVAL); /* 0.0.0.0 */
+	group.sin_addr.s_addr = htonl(0xef010203);
+	ck_assert_int_eq(fi_join(ep[1], &group, 0, &mc, NULL), -FI_ENOEQ);
+	ck_assert_ptr_null(mc);
+
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(fi_close(&ep[i]->fid), 0);
+		ck_assert_int_eq(fi_close(&cq[i]->fid), 0);
+	}
+	ck_assert_int_eq(fi_close(&av->fid), 0);
+	ck_assert_int_eq(fi_close(&domain->fid), 0);
+	ck_assert_int_eq(fi_close(&fabric->fid), 0);
+	fi_freeinfo(own);
+	fi_freeinfo(udp);
+}
+END_TEST
+
 START_TEST(test_truncation_and_cancel)
 {
 	struct env e;
@@ -596,6 +719,7 @@ int main(void)
 	tcase_add_test(tc, test_getinfo_addresses);
 	tcase_add_test(tc, test_getinfo_unconfigured);
 	tcase_add_test(tc, test_send_recv_data);
+	tcase_add_test(tc, test_raw_udp);
 	tcase_add_test(tc, test_truncation_and_cancel);
 	tcase_add_test(tc, test_wait_fd);
 	tcase_add_test(tc, test_arp_unreachable);

@@ -239,6 +239,72 @@ START_TEST(test_arp)
 }
 END_TEST
 
+/* A raw UDP payload (no provider header) parses in two steps: parse_udp
+ * accepts it, parse_fdp then says it is not a provider frame. */
+START_TEST(test_raw_udp)
+{
+	uint8_t buf[128];
+	struct fdp_frame_addrs a;
+	struct fdp_frame_view v;
+
+	memset(&a, 0, sizeof(a));
+	memcpy(a.src_mac, mac_a, 6);
+	memcpy(a.dst_mac, mac_b, 6);
+	a.src_ip = htonl(0xc6120001);
+	a.dst_ip = htonl(0xc6120002);
+	a.src_port = htons(5000);
+	a.dst_port = htons(6000);
+	fdp_frame_build_hdrs(buf, &a, 5, 1);
+	memcpy(buf + FDP_L2L4_HLEN, "hello", 5);
+	fdp_frame_csum(buf, true, true);
+	ck_assert_int_eq(fdp_frame_parse_udp(buf, FDP_L2L4_HLEN + 5, 0, &v), FDP_DROP_NONE);
+	ck_assert_int_eq(v.kind, FDP_FRAME_UDP);
+	ck_assert_uint_eq(v.udp_payload_len, 5);
+	ck_assert(memcmp(v.udp_payload, "hello", 5) == 0);
+	ck_assert_int_eq(fdp_frame_parse_fdp(&v), FDP_DROP_MAGIC);
+	ck_assert_int_eq(fdp_frame_parse(buf, FDP_L2L4_HLEN + 5, 0, &v), FDP_DROP_MAGIC);
+	/* an empty datagram */
+	fdp_frame_build_hdrs(buf, &a, 0, 2);
+	fdp_frame_csum(buf, true, true);
+	ck_assert_int_eq(fdp_frame_parse_udp(buf, FDP_L2L4_HLEN, 0, &v), FDP_DROP_NONE);
+	ck_assert_uint_eq(v.udp_payload_len, 0);
+}
+END_TEST
+
+/* IGMPv2 report/leave: group MAC, TTL 1, Router Alert, checksums; the
+ * parser reads them back (a query the same way). */
+START_TEST(test_igmp)
+{
+	uint8_t buf[FDP_ETH_MIN_FRAME], mac[6];
+	const uint8_t want_mac[6] = {0x01, 0x00, 0x5e, 0x01, 0x02, 0x03};
+	uint32_t group = htonl(0xef810203); /* 239.129.2.3: bit 23 is not in the MAC */
+	struct fdp_frame_view v;
+	size_t n;
+
+	fdp_mcast_mac(group, mac);
+	ck_assert(memcmp(mac, want_mac, 6) == 0);
+	ck_assert(fdp_ip_is_multicast(group));
+	ck_assert(!fdp_ip_is_multicast(htonl(0xc6120001)));
+	n = fdp_igmp_build(buf, mac_a, htonl(0xc6120001), group, FDP_IGMP_V2_REPORT, group);
+	ck_assert_uint_eq(n, FDP_ETH_MIN_FRAME);
+	ck_assert(memcmp(buf, want_mac, 6) == 0);
+	ck_assert_uint_eq(buf[FDP_ETH_HLEN + 8], 1);            /* TTL */
+	ck_assert_uint_eq(buf[FDP_ETH_HLEN + 20], 0x94);        /* Router Alert */
+	ck_assert_int_eq(fdp_frame_parse(buf, n, 0, &v), FDP_DROP_NONE);
+	ck_assert_int_eq(v.kind, FDP_FRAME_IGMP);
+	ck_assert_uint_eq(v.igmp_type, FDP_IGMP_V2_REPORT);
+	ck_assert_uint_eq(v.igmp_group, group);
+	ck_assert_uint_eq(v.dst_ip, group);
+	buf[FDP_ETH_HLEN + 24 + 5] ^= 1; /* IGMP checksum now wrong */
+	ck_assert_int_eq(fdp_frame_parse(buf, n, 0, &v), FDP_DROP_IGMP);
+	n = fdp_igmp_build(buf, mac_a, htonl(0xc6120001), htonl(FDP_IGMP_ALL_ROUTERS),
+			   FDP_IGMP_V2_LEAVE, group);
+	ck_assert_int_eq(fdp_frame_parse(buf, n, 0, &v), FDP_DROP_NONE);
+	ck_assert_uint_eq(v.igmp_type, FDP_IGMP_V2_LEAVE);
+	ck_assert_uint_eq(ntohl(v.dst_ip), FDP_IGMP_ALL_ROUTERS);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fdp_frame");
@@ -255,6 +321,8 @@ int main(void)
 	tcase_add_test(tc, test_ip_errors);
 	tcase_add_test(tc, test_provider_header_errors);
 	tcase_add_test(tc, test_arp);
+	tcase_add_test(tc, test_raw_udp);
+	tcase_add_test(tc, test_igmp);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
