@@ -8,7 +8,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -326,10 +325,5 @@ void fab_bell_write(struct fab_bell *bell)
 	/* full FIFO: bytes are waiting already; the owner drains them all */
 	(void)!stk_sys.write(bell->fd, &b, 1);
 	__atomic_store_n(&bell->page->rung, 1, __ATOMIC_RELEASE);
-	/* A pipe write wakes its reader as a "sync" wake-up: Linux tends to
-	 * queue the sleeper on this CPU, expecting the writer to sleep next,
-	 * but the writer spins for the answer, and the sleeper would wait for
-	 * the tick. Give it the CPU now (a no-op when it woke elsewhere). */
-	sched_yield();
 	stk_count(STK_C_BELLS);
 }

@@ -29,8 +29,7 @@
  *    not sleep. Else it sleeps on the FIFO (and whatever else it waits on).
  *  - a sender, after each post to a peer with a bell: a full fence, then
  *    when the peer's armed is 1 and its exchange to 0 wins, one byte into
- *    the peer's FIFO, then rung = 1, then one sched_yield (the pipe's
- *    sync wake-up may have queued the sleeper on this CPU).
+ *    the peer's FIFO, then rung = 1.
  * Either the sender's load sees armed = 1 (it rings), or the owner's look at
  * its CQ, which follows its store, sees the message. At most one byte per
  * sleep; a sender whose peer is awake pays one fence and one load.
