@@ -4,7 +4,9 @@
 #include "config.h"
 #include "stack/stk.h"
 #include "stack/stk_accel.h"
+#include "stack/stk_counters.h"
 #include "stack/stk_migrate.h"
+#include "stack/stk_stat_conn.h"
 #include "stack/stk_sock.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
@@ -40,11 +42,14 @@ void stk_fork_parent(void)
 
 void stk_fork_child(void)
 {
+	stk_counters_set_mirror(NULL); /* the parent's segment is not ours to count in */
 	stk_migrate_atfork_child();
+	stk_stat_conn_atfork_child();
 }
 
 void stk_exit_all(void)
 {
+	stk_stat_exit();
 	if (any_accel())
 		stk_conn_end_all();
 }
