@@ -79,6 +79,7 @@ void stk_sock_leave(struct stk_sock *sock, enum stk_leave why)
 
 void stk_exec_prepare(int nfds, void (*handed)(void *ctx, int fd, int memfd), void *ctx)
 {
+	stk_stat_exit(); /* the new image makes its own at its first socket */
 	size_t n = 0, cap = 0;
 	struct stk_sock **socks = NULL;
 	int *fds = NULL;

@@ -21,12 +21,14 @@ void stk_stat_conn_state(struct stk_conn *conn)
 	switch (__atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE)) {
 	case STK_PHASE_FABRIC: {
 		const struct stk_fab *fab = __atomic_load_n(&conn->fab, __ATOMIC_ACQUIRE);
-		/* the peer's grant before any data (a credit already back makes it larger) */
-		if (!__atomic_load_n(&rec->tx_window, __ATOMIC_RELAXED))
-			__atomic_store_n(&rec->tx_window,
-					 __atomic_load_n(&conn->tx_credits, __ATOMIC_RELAXED) +
-					 __atomic_load_n(&conn->bytes_tx, __ATOMIC_RELAXED),
+		/* the peer's grant before any data (a credit already back makes it
+		 * larger); never called under conn->lock (stk_conn_changed's callers) */
+		pthread_mutex_lock(&conn->lock);
+		if (!rec->tx_window)
+			__atomic_store_n(&rec->tx_window, conn->tx_credits + conn->bytes_tx,
 					 __ATOMIC_RELAXED);
+		stk_stat_conn_io(conn);
+		pthread_mutex_unlock(&conn->lock);
 		stk_stat_rec_set(rec, STK_STAT_FABRIC, fab ? stk_fab_name(fab) : "", "");
 		break;
 	}
@@ -63,8 +65,10 @@ void stk_stat_conn_atfork_child(void)
 			continue;
 		conn->stat = stk_stat_rebase(conn->stat);
 		/* the child's figures start at zero, as its conn's statistics */
-		if (conn->stat)
+		if (conn->stat) {
 			stk_stat_io(conn->stat, 0, 0, 0, 0, 0, 0, 0);
+			conn->stat->tx_window = 0;
+		}
 	}
 	stk_stat_rebase_done();
 }

@@ -14,9 +14,9 @@
 #include "stack/stk_stream.h"
 
 /* The data path (conn->lock held). */
-static inline void stk_stat_conn_io(const struct stk_conn *conn)
+static inline void stk_stat_conn_io(struct stk_conn *conn)
 {
-	struct stk_stat_rec *rec = conn->stat;
+	struct stk_stat_rec *rec = __atomic_load_n(&conn->stat, __ATOMIC_RELAXED);
 	if (__builtin_expect(rec != NULL, 1))
 		stk_stat_io(rec, conn->bytes_tx, conn->bytes_rx, conn->msgs_tx, conn->msgs_rx,
 			    conn->ring_count, conn->tx_credits, conn->credit_owed);
@@ -24,7 +24,8 @@ static inline void stk_stat_conn_io(const struct stk_conn *conn)
 
 /* A record for conn, whose application fd is app_fd. */
 void stk_stat_conn_open(struct stk_conn *conn, int app_fd);
-/* The conn's phase may have changed: its state (and a fallback's reason). */
+/* The conn's phase may have changed: its state (and a fallback's reason).
+ * Takes conn->lock: never call it with that lock held. */
 void stk_stat_conn_state(struct stk_conn *conn);
 /* The conn finished migrating to its kernel socket, for why. */
 void stk_stat_conn_migrated(struct stk_conn *conn, const char *why);
