@@ -464,9 +464,24 @@ static const char *state_name(uint8_t st)
 	}
 }
 
+/* Sent bytes the peer has not granted back: on the fabric only. */
 static uint64_t send_queue(const struct stk_stat_rec *r)
 {
-	return r->tx_window > r->tx_credits ? r->tx_window - r->tx_credits : 0;
+	return r->state == STK_STAT_FABRIC && r->tx_window > r->tx_credits
+		       ? r->tx_window - r->tx_credits : 0;
+}
+
+/* The queues shown: the stream's on the fabric, else the kernel's when known. */
+static uint64_t shown_rxq(const struct sock_view *s)
+{
+	return s->rec.state != STK_STAT_FABRIC && s->kernel_rxq >= 0 ? (uint64_t)s->kernel_rxq
+								      : s->rec.rx_queue;
+}
+
+static uint64_t shown_txq(const struct sock_view *s)
+{
+	return s->rec.state != STK_STAT_FABRIC && s->kernel_txq >= 0 ? (uint64_t)s->kernel_txq
+								      : send_queue(&s->rec);
 }
 
 /* ---- output ---- */
@@ -556,7 +571,9 @@ static void print_human(const struct proc_view *pvs, size_t n)
 		printf("\n  %4s %-22s %-22s %-16s %12s %12s %9s %9s %8s %8s %8s",
 		       "FD", "LOCAL", "REMOTE", "STATE", "TX_BYTES", "RX_BYTES", "TX_MSGS", "RX_MSGS",
 		       "RECV_Q", "SEND_Q", "CREDITS");
-		printf(prev_time && pvs[p].nsocks ? " %10s %10s  %s\n" : "  %s\n", "TX_B/s", "RX_B/s", "REASON");
+		if (prev_time)
+			printf(" %10s %10s", "TX_B/s", "RX_B/s");
+		printf("  REASON\n");
 		for (unsigned i = 0; i < pvs[p].nsocks; i++) {
 			const struct sock_view *s = &pvs[p].socks[i];
 			const struct stk_stat_rec *r = &s->rec;
@@ -566,9 +583,7 @@ static void print_human(const struct proc_view *pvs, size_t n)
 			printf("  %4d %-22s %-22s %-16s %12" PRIu64 " %12" PRIu64 " %9" PRIu64 " %9" PRIu64
 			       " %8" PRIu64 " %8" PRIu64 " %8" PRIu64, r->fd, s->local[0] ? s->local : "-",
 			       s->remote[0] ? s->remote : "-", state, r->bytes_tx, r->bytes_rx, r->msgs_tx,
-			       r->msgs_rx, r->orphan && s->kernel_rxq >= 0 ? (uint64_t)s->kernel_rxq : r->rx_queue,
-			       r->orphan && s->kernel_txq >= 0 ? (uint64_t)s->kernel_txq : send_queue(r),
-			       r->tx_credits);
+			       r->msgs_rx, shown_rxq(s), shown_txq(s), r->tx_credits);
 			if (prev_time)
 				printf(" %10.0f %10.0f", s->rate_tx < 0 ? 0 : s->rate_tx,
 				       s->rate_rx < 0 ? 0 : s->rate_rx);
