@@ -114,4 +114,8 @@ grep -q "\"pid\":$cli_pid," "$tmp/after.json" && fail "killed pid $cli_pid still
 "$stat" -p "$cli_pid" >/dev/null 2>&1 && fail "-p of the killed pid succeeded"
 
 touch "$tmp/done"
+# a sanitizer build: the launched processes' reports are in their logs
+if grep -l "ERROR: AddressSanitizer\|runtime error:" "$tmp"/*.log 2>/dev/null; then
+	fail "sanitizer report in a launched process's log"
+fi
 exit $status
