@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -319,6 +320,45 @@ static void read_segment(const struct stk_stat_hdr *h, long pid, struct proc_vie
 		fill_from_proc_net(pid, pv);
 }
 
+/* A file shortened under our mapping (only its owner can) raises SIGBUS
+ * when read: the process is skipped, the tool goes on. */
+static sigjmp_buf bus_jmp;
+static volatile sig_atomic_t bus_armed;
+
+static void on_sigbus(int sig)
+{
+	if (bus_armed)
+		siglongjmp(bus_jmp, 1);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static int read_guarded(const struct stk_stat_hdr *h, size_t size, long pid,
+			struct proc_view *pv, bool *gone)
+{
+	if (sigsetjmp(bus_jmp, 1)) {
+		bus_armed = 0;
+		free(pv->socks);
+		pv->socks = NULL;
+		pv->nsocks = 0;
+		return 0;
+	}
+	bus_armed = 1;
+	int ret = 0;
+	if (map_ok(h, pid, size)) {
+		uint64_t now = start_time_of(pid);
+		if (now && h->start_time && now != h->start_time) {
+			*gone = true; /* the pid runs another process now */
+		} else {
+			read_segment(h, pid, pv);
+			read_comm(pid, pv->comm, sizeof(pv->comm));
+			ret = 1;
+		}
+	}
+	bus_armed = 0;
+	return ret;
+}
+
 /* 1: pv filled; 0: not a live process's segment (removed when stale). */
 static int load_process(int dfd, const char *name, long pid, struct proc_view *pv)
 {
@@ -335,17 +375,7 @@ static int load_process(int dfd, const char *name, long pid, struct proc_view *p
 		size_t size = (size_t)st.st_size;
 		void *p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 		if (p != MAP_FAILED) {
-			const struct stk_stat_hdr *h = p;
-			if (map_ok(h, pid, size)) {
-				uint64_t now = start_time_of(pid);
-				if (now && h->start_time && now != h->start_time) {
-					gone = true; /* the pid runs another process now */
-				} else {
-					read_segment(h, pid, pv);
-					read_comm(pid, pv->comm, sizeof(pv->comm));
-					ret = 1;
-				}
-			}
+			ret = read_guarded(p, size, pid, pv, &gone);
 			munmap(p, size);
 		}
 	}
@@ -599,6 +629,7 @@ int main(int argc, char **argv)
 	struct opts o = { 0 };
 	if (parse_args(argc, argv, &o) != 0)
 		return 2;
+	signal(SIGBUS, on_sigbus);
 	struct proc_view *pvs = calloc(MAX_PROCS, sizeof(*pvs));
 	if (!pvs) {
 		fprintf(stderr, "fabsock-stat: out of memory\n");
