@@ -153,6 +153,16 @@ static void read_comm(long pid, char *out, size_t len)
 	}
 }
 
+/* Copy len bytes (a multiple of 8, 8-aligned) word by word with acquire
+ * loads: no load of the copy moves after a sequence number read after it. */
+static void copy_words(void *dst, const void *src, size_t len)
+{
+	const uint64_t *s = src;
+	uint64_t *d = dst;
+	for (size_t i = 0; i < len / 8; i++)
+		d[i] = __atomic_load_n(&s[i], __ATOMIC_ACQUIRE);
+}
+
 /* A record copied whole (its sequence number even and unchanged across the
  * copy); false when it stayed busy or free. */
 static bool copy_rec(const struct stk_stat_rec *src, struct stk_stat_rec *dst)
@@ -160,9 +170,8 @@ static bool copy_rec(const struct stk_stat_rec *src, struct stk_stat_rec *dst)
 	for (int i = 0; i < COPY_TRIES; i++) {
 		uint32_t s1 = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
 		if (!(s1 & 1)) {
-			memcpy(dst, (const void *)src, sizeof(*dst));
-			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == s1)
+			copy_words(dst, src, sizeof(*dst));
+			if (__atomic_load_n(&src->seq, __ATOMIC_ACQUIRE) == s1)
 				return dst->used && dst->state != STK_STAT_FREE;
 		}
 		sched_yield();
@@ -269,7 +278,10 @@ static void fill_from_proc_net(long pid, struct proc_view *pv)
 
 static bool map_ok(const struct stk_stat_hdr *h, long pid, size_t size)
 {
-	return memcmp(h->magic, STK_STAT_MAGIC, sizeof(h->magic)) == 0 &&
+	uint64_t magic, want;
+	memcpy(&want, STK_STAT_MAGIC, sizeof(want));
+	magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
+	return magic == want &&
 	       h->version == STK_STAT_VERSION && h->hdr_size >= sizeof(*h) &&
 	       h->rec_size == sizeof(struct stk_stat_rec) && h->rec_max <= 1u << 20 &&
 	       (uint64_t)h->hdr_size + (uint64_t)h->rec_max * h->rec_size <= size &&
@@ -282,9 +294,8 @@ static void read_segment(const struct stk_stat_hdr *h, long pid, struct proc_vie
 	memcpy(&pv->hdr, h, sizeof(pv->hdr));
 	for (int i = 0; i < COPY_TRIES; i++) {
 		uint32_t s1 = __atomic_load_n(&h->prov_seq, __ATOMIC_ACQUIRE);
-		memcpy(pv->hdr.providers, h->providers, sizeof(h->providers));
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (!(s1 & 1) && __atomic_load_n(&h->prov_seq, __ATOMIC_RELAXED) == s1)
+		copy_words(pv->hdr.providers, h->providers, sizeof(h->providers));
+		if (!(s1 & 1) && __atomic_load_n(&h->prov_seq, __ATOMIC_ACQUIRE) == s1)
 			break;
 		pv->hdr.providers[0] = 0;
 	}

@@ -171,8 +171,9 @@ static struct stk_stat_hdr *create_file(void)
 /* The file's magic goes last, after everything a reader checks. */
 static void publish(struct stk_stat_hdr *h)
 {
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	memcpy(h->magic, STK_STAT_MAGIC, sizeof(h->magic));
+	uint64_t magic;
+	memcpy(&magic, STK_STAT_MAGIC, sizeof(magic));
+	__atomic_store_n(&h->magic, magic, __ATOMIC_RELEASE);
 	__atomic_store_n(&seg, h, __ATOMIC_RELEASE);
 	stk_counters_set_mirror(h->counters);
 }

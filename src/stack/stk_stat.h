@@ -25,6 +25,7 @@
 #define STK_STAT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define STK_STAT_DIR "/dev/shm"
@@ -49,7 +50,7 @@ enum stk_stat_state {
 };
 
 struct stk_stat_hdr {
-	char magic[8];            /* STK_STAT_MAGIC, written last at creation */
+	uint64_t magic;           /* the bytes of STK_STAT_MAGIC, stored (release) last at creation */
 	uint32_t version;         /* STK_STAT_VERSION */
 	uint32_t hdr_size;        /* offset of the first record */
 	uint32_t rec_size;        /* sizeof(struct stk_stat_rec) */
@@ -91,6 +92,8 @@ struct stk_stat_rec {
 };
 
 _Static_assert(sizeof(struct stk_stat_rec) == 256, "stat record layout");
+/* copied by 8-byte words (fabsock-stat) */
+_Static_assert(offsetof(struct stk_stat_hdr, providers) % 8 == 0, "stat header layout");
 
 /* Offset of the records: the header rounded up to a cache-line multiple. */
 #define STK_STAT_HDR_SIZE ((sizeof(struct stk_stat_hdr) + 63) & ~(size_t)63)
