@@ -16,3 +16,9 @@ tools/fabsock: $(top_srcdir)/tools/fabsock.in Makefile
 	    -e 's|@fiprovdir[@]|$(fiprovdir)|g' \
 	    $(top_srcdir)/tools/fabsock.in >$@.tmp && \
 	chmod +x $@.tmp && mv $@.tmp $@
+
+# fabsock-stat: the processes running libfabsock and their sockets, read
+# from their statistics segments (src/stack/stk_stat.h).
+bin_PROGRAMS += tools/fabsock-stat
+tools_fabsock_stat_SOURCES = tools/fabsock-stat.c src/stack/stk_stat.h
+dist_man_MANS += man/fabsock-stat.1

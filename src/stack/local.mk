@@ -9,6 +9,7 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_rules.c src/stack/stk_rules.h \
 	src/stack/stk_config.c src/stack/stk_config.h \
 	src/stack/stk_counters.c src/stack/stk_counters.h \
+	src/stack/stk_stat.c src/stack/stk_stat.h \
 	src/stack/stk_hooks.c src/stack/stk_hooks.h \
 	src/stack/stk_thread.c src/stack/stk_thread.h \
 	src/stack/stk_wake.c src/stack/stk_wake.h \
@@ -25,7 +26,7 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_stream.c src/stack/stk_stream.h src/stack/stk_stream_int.h \
 	src/stack/stk_stream_table.c src/stack/stk_stream_tx.c src/stack/stk_stream_rx.c \
 	src/stack/stk_stream_close.c src/stack/stk_stream_sleep.c src/stack/stk_stream_wait.c \
-	src/stack/stk_stream_mig.c \
+	src/stack/stk_stream_mig.c src/stack/stk_stat_conn.c src/stack/stk_stat_conn.h \
 	src/stack/stk_conn.c src/stack/stk_conn.h \
 	src/stack/stk_lazy.c src/stack/stk_lazy.h src/stack/stk_lazy_int.h src/stack/stk_lazy_step.c \
 	src/stack/stk_lazy_thread.c \

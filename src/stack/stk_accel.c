@@ -7,6 +7,7 @@
 #include "stack/stk_log.h"
 #include "stack/stk_nego.h"
 #include "stack/stk_ready.h"
+#include "stack/stk_stat_conn.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
 
@@ -56,6 +57,7 @@ static void adopt(struct stk_sock *sock, int fd, struct stk_conn *conn)
 	__atomic_store_n(&conn->nonblock, fd_nonblocking(fd), __ATOMIC_RELAXED);
 	sock->conn = conn;
 	__atomic_fetch_add(&stk_accel_live, 1, __ATOMIC_RELAXED);
+	stk_stat_conn_open(conn, fd);
 }
 
 bool stk_accel_connect_begin(struct stk_sock *sock, int fd)
@@ -98,6 +100,7 @@ bool stk_accel_listen_begin(struct stk_sock *sock, int fd)
 		return false;
 	}
 	sock->accel_listener = true;
+	stk_stat_orphan(fd, STK_STAT_LISTENING, NULL);
 	return true;
 }
 
@@ -117,6 +120,8 @@ struct stk_sock *stk_accel_accepted(struct stk_sock *listener, int newfd)
 		}
 		if (ret < 0)
 			fallback(STK_C_FALLBACK_IO, newfd, "cannot start the negotiation");
+		else
+			stk_stat_orphan(newfd, STK_STAT_KERNEL, stk_stat_take_fallback());
 		stk_sys.close(priv);
 		return NULL;
 	}

@@ -4,7 +4,9 @@
 #include "config.h"
 #include "stack/stk.h"
 #include "stack/stk_accel.h"
+#include "stack/stk_counters.h"
 #include "stack/stk_migrate.h"
+#include "stack/stk_stat_conn.h"
 #include "stack/stk_sock.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
@@ -40,11 +42,14 @@ void stk_fork_parent(void)
 
 void stk_fork_child(void)
 {
+	stk_counters_set_mirror(NULL); /* the parent's segment is not ours to count in */
 	stk_migrate_atfork_child();
+	stk_stat_conn_atfork_child();
 }
 
 void stk_exit_all(void)
 {
+	stk_stat_exit();
 	if (any_accel())
 		stk_conn_end_all();
 }
@@ -74,6 +79,7 @@ void stk_sock_leave(struct stk_sock *sock, enum stk_leave why)
 
 void stk_exec_prepare(int nfds, void (*handed)(void *ctx, int fd, int memfd), void *ctx)
 {
+	stk_stat_exit(); /* the new image makes its own at its first socket */
 	size_t n = 0, cap = 0;
 	struct stk_sock **socks = NULL;
 	int *fds = NULL;

@@ -5,6 +5,7 @@
 #include "stack/stk_log.h"
 #include "stack/stk_nego.h"
 #include "stack/stk_peer.h"
+#include "stack/stk_stat.h"
 #include "stack/stk_sys.h"
 
 #include <errno.h>
@@ -78,6 +79,7 @@ int stk_conn_fall_back(struct stk_attach_info *info, enum stk_counter counter, i
 	va_start(ap, fmt);
 	vsnprintf(info->reason, sizeof(info->reason), fmt, ap);
 	va_end(ap);
+	stk_stat_note_fallback(info->reason);
 	stk_count(counter);
 	if (__atomic_exchange_n(&logged[counter], 1, __ATOMIC_RELAXED) == 0)
 		STK_INFO("fd %d: TCP connection stays on the kernel: %s (logged once per "

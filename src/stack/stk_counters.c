@@ -6,6 +6,12 @@
 #include <string.h>
 
 uint64_t stk_counters[STK_C_COUNT];
+uint64_t *stk_counters_mirror;
+
+void stk_counters_set_mirror(uint64_t *mirror)
+{
+	__atomic_store_n(&stk_counters_mirror, mirror, __ATOMIC_RELEASE);
+}
 
 #define STK_COUNTER_NAME(id, name, help) name,
 static const char *const counter_names[STK_C_COUNT] = { STK_COUNTER_LIST(STK_COUNTER_NAME) };

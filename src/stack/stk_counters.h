@@ -70,16 +70,25 @@ enum stk_counter { STK_COUNTER_LIST(STK_COUNTER_ENUM) STK_C_COUNT };
 #undef STK_COUNTER_ENUM
 
 extern uint64_t stk_counters[STK_C_COUNT];
-
-static inline void stk_count(enum stk_counter c)
-{
-	__atomic_fetch_add(&stk_counters[c], 1, __ATOMIC_RELAXED);
-}
+/* Where every count is added too, or NULL (atomic): the statistics
+ * segment's copy (stk_stat.h), installed by stk_counters_set_mirror. */
+extern uint64_t *stk_counters_mirror;
 
 static inline void stk_count_add(enum stk_counter c, uint64_t n)
 {
 	__atomic_fetch_add(&stk_counters[c], n, __ATOMIC_RELAXED);
+	uint64_t *mirror = __atomic_load_n(&stk_counters_mirror, __ATOMIC_RELAXED);
+	if (mirror)
+		__atomic_fetch_add(&mirror[c], n, __ATOMIC_RELAXED);
 }
+
+static inline void stk_count(enum stk_counter c)
+{
+	stk_count_add(c, 1);
+}
+
+/* Install (or remove: NULL) the mirror; it holds the counts so far. */
+void stk_counters_set_mirror(uint64_t *mirror);
 
 /* Adds to out[] what live objects hold but have not folded into stk_counters
  * yet (the stream's per-connection byte and message counts, folded at close):

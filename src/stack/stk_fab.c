@@ -3,6 +3,7 @@
  * forgotten in a forked child. */
 #include "config.h"
 #include "stack/stk_fab_int.h"
+#include "stack/stk_stat.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_thread.h"
 
@@ -167,6 +168,8 @@ static void entry_open(unsigned i)
 	pthread_mutex_unlock(&open_lock);
 	if (ret)
 		stk_count(STK_C_FAB_OPEN_FAILED);
+	else
+		stk_stat_provider_open(prov);
 }
 
 int stk_fab_load(void)

@@ -5,6 +5,7 @@
 #include "stack/stk_config.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_log.h"
+#include "stack/stk_stat.h"
 
 #include <netinet/in.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@ struct stk_sock *stk_sock_new(int domain, int type, int protocol)
 	sock->kind = kind;
 	sock->ops = kind == STK_SOCK_TCP ? &stk_tcp_ops : NULL;
 	sock->domain = domain;
+	stk_stat_start();
 	stk_count(STK_C_SOCKETS_TRACKED);
 	return sock;
 }
@@ -73,6 +75,15 @@ static void note_fallback_once(enum stk_role role, const char *reason)
 			 "fallback_no_transport)", stk_role_name(role), reason);
 }
 
+/* The socket's record for fabsock-stat: on the kernel, by rule or for why. */
+static void stat_kernel(int fd, const struct stk_rule *rule, const char *why)
+{
+	char buf[48];
+	if (rule)
+		snprintf(buf, sizeof(buf), "rule at line %u", rule->line);
+	stk_stat_orphan(fd, STK_STAT_KERNEL, rule ? buf : why);
+}
+
 bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
 		     const struct sockaddr *local, const struct sockaddr *remote)
 {
@@ -94,6 +105,7 @@ bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
 	}
 	if (action == STK_ACTION_KERNEL) {
 		stk_count(by_rule ? STK_C_KERNEL_BY_RULE : STK_C_KERNEL_BY_DEFAULT);
+		stat_kernel(fd, by_rule ? rule : NULL, "the default is kernel");
 		return false;
 	}
 	stk_count(STK_C_ACCEL_REQUESTED);
@@ -102,10 +114,12 @@ bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
 			return true;
 		stk_count(STK_C_FALLBACK_NO_TRANSPORT);
 		note_fallback_once(role, "TCP acceleration is off (FABSOCK_TCP_ACCEL=0)");
+		stat_kernel(fd, NULL, "TCP acceleration is off (FABSOCK_TCP_ACCEL=0)");
 		return false;
 	}
 	/* Datagram sockets have no fabric transport yet (roadmap: UDP). */
 	stk_count(STK_C_FALLBACK_NO_TRANSPORT);
 	note_fallback_once(role, "no accelerated transport for UDP yet");
+	stat_kernel(fd, NULL, "no accelerated transport for UDP yet");
 	return false;
 }

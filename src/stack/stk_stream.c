@@ -4,6 +4,7 @@
 #include "config.h"
 #include "stack/stk_stream_int.h"
 #include "stack/stk_cork.h"
+#include "stack/stk_stat_conn.h"
 #include "stack/stk_time.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@ void stk_conn_progress(struct stk_conn *conn)
 
 void stk_conn_changed(struct stk_conn *conn)
 {
+	stk_stat_conn_state(conn);
 	if (__atomic_load_n(&conn->kernel_only, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE) == STK_PHASE_KERNEL)
 		stk_watch_kernel(&conn->watch);

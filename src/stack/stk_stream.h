@@ -53,6 +53,7 @@
 #include "stack/stk_watch.h"
 
 struct stk_fab;
+struct stk_stat_rec;
 struct stk_wake_node;
 
 
@@ -164,6 +165,7 @@ struct stk_conn {
 
 	/* statistics, folded into the process counters at close; protected by lock */
 	uint64_t bytes_tx, bytes_rx, msgs_tx, msgs_rx;
+	struct stk_stat_rec *stat; /* atomic: its record for fabsock-stat (stk_stat_conn.h) */
 };
 
 /* The data path's test: true when the conn carries the app's bytes. */

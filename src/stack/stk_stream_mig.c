@@ -3,6 +3,7 @@
 #include "stack/stk_counters.h"
 #include "stack/stk_leftover.h"
 #include "stack/stk_log.h"
+#include "stack/stk_stat_conn.h"
 #include "stack/stk_sys.h"
 #include "stack/stk_time.h"
 
@@ -71,6 +72,7 @@ void stk_migrate_note(struct stk_conn *conn, enum stk_migrate_reason why)
 	static int logged[STK_MIGRATE_REASON_ZEROCOPY + 1]; /* atomic flags */
 	stk_count(STK_C_MIGRATED_TO_KERNEL);
 	stk_count(reason_counter[why]);
+	stk_stat_conn_migrated(conn, reason_text[why]);
 	if (__atomic_exchange_n(&logged[why], 1, __ATOMIC_RELAXED) == 0)
 		STK_INFO("fd %d: accelerated connection moved to the kernel: %s (logged once "
 			 "per reason, counted in migrated_to_kernel)", conn->fd, reason_text[why]);

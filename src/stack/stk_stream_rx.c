@@ -5,6 +5,7 @@
 #include "stack/stk_counters.h"
 #include "stack/stk_cork.h"
 #include "stack/stk_log.h"
+#include "stack/stk_stat_conn.h"
 #include "stack/stk_sys.h"
 
 #include <errno.h>
@@ -217,6 +218,7 @@ void stk_stream_deliver(struct stk_fab *fab, const void *msg, size_t len)
 			stream_changed(conn);
 		}
 	}
+	stk_stat_conn_io(conn);
 	pthread_mutex_unlock(&conn->lock);
 }
 
@@ -275,6 +277,7 @@ static ssize_t recv_loop(struct stk_conn *conn, void *buf, size_t len, int flags
 		 * EAGAIN or wait */
 		bool done = len == 0 ? conn->ring_count > 0 || eof
 				     : got == len || (got > 0 && (!waitall || stop)) || eof;
+		stk_stat_conn_io(conn);
 		pthread_mutex_unlock(&conn->lock);
 		if (done)
 			return (ssize_t)got;

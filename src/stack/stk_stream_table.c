@@ -5,6 +5,7 @@
 #include "stack/stk_cork.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_log.h"
+#include "stack/stk_stat_conn.h"
 #include "stack/stk_sys.h"
 
 #include <errno.h>
@@ -164,6 +165,7 @@ void stream_fold_stats(struct stk_conn *conn)
 
 static void free_conn(struct stk_conn *conn)
 {
+	stk_stat_conn_close(conn);
 	stk_leftover_free(conn->left);
 	if (conn->left_fd >= 0)
 		stk_sys.close(conn->left_fd);

@@ -4,6 +4,7 @@
 #include "stack/stk_config.h"
 #include "stack/stk_cork.h"
 #include "stack/stk_counters.h"
+#include "stack/stk_stat_conn.h"
 #include "stack/stk_time.h"
 
 #include <endian.h>
@@ -274,6 +275,7 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 				sent += chunk;
 			}
 		}
+		stk_stat_conn_io(conn);
 		pthread_mutex_unlock(&conn->lock);
 		if (sent == len)
 			return (ssize_t)sent;
