@@ -133,7 +133,7 @@ static int bell_create_files(const char *region, struct fab_bell_page **page_out
 	struct fab_bell_page *page = p;
 	page->pid = (int32_t)getpid();
 	memcpy(page->magic, FAB_BELL_MAGIC, sizeof(page->magic));
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	fab_bell_fence(__ATOMIC_RELEASE);
 	*page_out = page;
 	*ring_out = keep_high(ring);
 	return 0;
@@ -259,7 +259,7 @@ static int bell_open_files(struct stk_fab *fab, const char *key, struct fab_bell
 	if (err)
 		return err;
 	struct fab_bell_page *page = p;
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	fab_bell_fence(__ATOMIC_ACQUIRE);
 	if (memcmp(page->magic, FAB_BELL_MAGIC, sizeof(page->magic)) != 0) {
 		munmap(p, BELL_PAGE_LEN);
 		return -EPROTO;

@@ -130,7 +130,7 @@ void stream_set_mig_rx_locked(struct stk_conn *conn)
 
 void stream_enter_fabric_locked(struct stk_conn *conn)
 {
-	conn->generation++;
+	__atomic_store_n(&conn->generation, conn->generation + 1, __ATOMIC_RELEASE);
 	if (conn->mig_rx)
 		skip_bells_locked(conn);
 	__atomic_store_n(&conn->phase, STK_PHASE_FABRIC, __ATOMIC_RELEASE);
