@@ -91,25 +91,37 @@ static void push_err(struct fdp_cq *cq, struct fdp_cq_err_node *n)
 	unlock_and_wake(cq);
 }
 
-void fdp_cq_write_err_data(struct fdp_cq *cq, void *context, uint64_t flags,
-			   int err, size_t len, void *buf, size_t olen,
-			   const void *err_data, size_t err_data_size)
+/* A new error entry with the fields every error completion sets, or NULL
+ * (logged: the completion is lost). */
+static struct fdp_cq_err_node *err_node(void *context, uint64_t flags, int err,
+					int prov_errno, size_t len, void *buf, size_t olen)
 {
 	struct fdp_cq_err_node *n = calloc(1, sizeof(*n));
 
 	if (!n) {
 		FDP_WARN(FI_LOG_CQ, "out of memory: error completion lost\n");
-		return;
+		return NULL;
 	}
-	if (err_data_size > sizeof(n->err_data))
-		err_data_size = sizeof(n->err_data);
 	n->e.op_context = context;
 	n->e.flags = flags;
 	n->e.len = len;
 	n->e.buf = buf;
 	n->e.olen = olen;
 	n->e.err = err;
-	n->e.prov_errno = err;
+	n->e.prov_errno = prov_errno;
+	return n;
+}
+
+void fdp_cq_write_err_data(struct fdp_cq *cq, void *context, uint64_t flags,
+			   int err, size_t len, void *buf, size_t olen,
+			   const void *err_data, size_t err_data_size)
+{
+	struct fdp_cq_err_node *n = err_node(context, flags, err, err, len, buf, olen);
+
+	if (!n)
+		return;
+	if (err_data_size > sizeof(n->err_data))
+		err_data_size = sizeof(n->err_data);
 	if (err_data_size)
 		memcpy(n->err_data, err_data, err_data_size);
 	n->err_data_size = err_data_size;
@@ -120,21 +132,12 @@ void fdp_cq_write_err(struct fdp_cq *cq, void *context, uint64_t flags, int err,
 		      int prov_errno, size_t len, void *buf, uint64_t data,
 		      uint64_t tag, size_t olen)
 {
-	struct fdp_cq_err_node *n = calloc(1, sizeof(*n));
+	struct fdp_cq_err_node *n = err_node(context, flags, err, prov_errno, len, buf, olen);
 
-	if (!n) {
-		FDP_WARN(FI_LOG_CQ, "out of memory: error completion lost\n");
+	if (!n)
 		return;
-	}
-	n->e.op_context = context;
-	n->e.flags = flags;
-	n->e.len = len;
-	n->e.buf = buf;
 	n->e.data = data;
 	n->e.tag = tag;
-	n->e.olen = olen;
-	n->e.err = err;
-	n->e.prov_errno = prov_errno;
 	push_err(cq, n);
 }
 

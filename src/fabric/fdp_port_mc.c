@@ -73,20 +73,26 @@ static void igmp_send(struct fdp_port *p, uint8_t type, uint32_t group)
 	fdp_unlock(&p->tx_lock);
 }
 
+/* rx_lock held: the index of ep's membership of group on udp_port, or -1. */
+static long member_index(const struct fdp_port *p, const struct fdp_ep *ep, uint32_t group,
+			 uint16_t udp_port)
+{
+	for (size_t i = 0; i < p->mc_count; i++)
+		if (p->mc[i].ep == ep && p->mc[i].group == group && p->mc[i].udp_port == udp_port)
+			return (long)i;
+	return -1;
+}
+
 int fdp_port_mc_join(struct fdp_port *p, struct fdp_ep *ep, uint32_t group,
 		     uint16_t udp_port)
 {
 	bool first;
-	size_t i;
 
 	fdp_eal_thread();
 	fdp_lock(&p->rx_lock);
-	for (i = 0; i < p->mc_count; i++) {
-		if (p->mc[i].ep == ep && p->mc[i].group == group &&
-		    p->mc[i].udp_port == udp_port) {
-			fdp_unlock(&p->rx_lock);
-			return -FI_EALREADY;
-		}
+	if (member_index(p, ep, group, udp_port) >= 0) {
+		fdp_unlock(&p->rx_lock);
+		return -FI_EALREADY;
 	}
 	if (p->mc_count == FDP_MC_MEMBERS) {
 		fdp_unlock(&p->rx_lock);
@@ -109,17 +115,14 @@ void fdp_port_mc_leave(struct fdp_port *p, struct fdp_ep *ep, uint32_t group,
 		       uint16_t udp_port)
 {
 	bool last = false;
-	size_t i;
+	long i;
 
 	fdp_eal_thread();
 	fdp_lock(&p->rx_lock);
-	for (i = 0; i < p->mc_count; i++) {
-		if (p->mc[i].ep == ep && p->mc[i].group == group &&
-		    p->mc[i].udp_port == udp_port) {
-			p->mc[i] = p->mc[--p->mc_count];
-			last = group_members(p, group) == 0;
-			break;
-		}
+	i = member_index(p, ep, group, udp_port);
+	if (i >= 0) {
+		p->mc[i] = p->mc[--p->mc_count];
+		last = group_members(p, group) == 0;
 	}
 	if (last)
 		mc_filter_update(p);
