@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define FAB_MAX 16
 #define FAB_KEY_MAX (STK_FAB_NAME_MAX + INET6_ADDRSTRLEN + 16) /* "tcp@<local ip>[%scope]" */
@@ -149,8 +150,15 @@ static void entry_open(unsigned i)
 		return;
 	}
 	if (fab_bell_wanted(prov)) {
+		/* once per process, before its first such endpoint: files named
+		 * with our pid then are a previous owner's, later they are ours
+		 * (open_lock held) */
 		static bool exit_hook;
-		fab_shm_unlink_regions(false);
+		static pid_t reclaimed_by;
+		if (reclaimed_by != getpid()) {
+			fab_shm_unlink_regions(false);
+			reclaimed_by = getpid();
+		}
 		if (!exit_hook)
 			exit_hook = atexit(fab_shm_unlink_at_exit) == 0;
 	}
