@@ -127,6 +127,16 @@ struct fdp_params {
 };
 extern struct fdp_params fdp_params;
 
+/* fdp_claim.c: FI_DPDK_POOL, a pool of vhost-user ports (fabsock-ovs(1)).
+ * fdp_claim takes the first free port of the pool in pool_dir (a lock held
+ * for the process's life) and points fdp_params.device and .ip at it;
+ * 0, or -FI_E* after one FDP_WARN line (no pool, all ports taken).
+ * fdp_claim_ready, before the EAL starts: a bounded wait for Open vSwitch
+ * to connect to the claimed port's socket (DPDK's own wait has no bound);
+ * 0 when it did or no port was claimed, else -FI_ENODEV after one line. */
+int fdp_claim(const char *pool_dir) FDP_HIDDEN;
+int fdp_claim_ready(void) FDP_HIDDEN;
+
 /* ---------------------------------------------------------------- locks */
 
 /* A test-and-test-and-set spinlock that yields the CPU after a short spin:

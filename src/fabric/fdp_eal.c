@@ -216,6 +216,10 @@ static int build_argv(struct eal_argv *a)
 	}
 	ret |= argv_add(a, "--no-telemetry");
 	ret |= argv_add(a, "--no-shconf");
+	/* vhost-user maps at most 8 memory regions of ours: one file per
+	 * memseg list, not one per page */
+	if (strncmp(fdp_params.device, "net_virtio_user", 15) == 0)
+		ret |= argv_add(a, "--single-file-segments");
 	if (device_is_vdev(fdp_params.device)) {
 		ret |= argv_add(a, "--no-pci");
 		snprintf(buf, sizeof(buf), "--vdev=%s", fdp_params.devargs);
@@ -415,6 +419,8 @@ static int eal_start_locked(void)
 	int ret, err;
 
 	ret = check_params();
+	if (ret == 0)
+		ret = fdp_claim_ready();
 	if (ret)
 		return ret;
 	fdp_files_reclaim(fdp_params.device);
