@@ -119,6 +119,10 @@ struct fdp_params {
 	                        * progress thread, 1..1000, default 32 */
 	bool eal_early;        /* FI_DPDK_EAL_EARLY: start the EAL in the background
 	                        * from fi_prov_ini (default yes; fdp_eal.c) */
+	const char *pool_error; /* FI_DPDK_POOL gave no port: why, in a few words;
+	                        * device is then that text (the domain name
+	                        * fi_getinfo offers) and fi_fabric fails, so the
+	                        * application's one line says it */
 	/* Derived from ip (valid when ip_ok): */
 	bool ip_ok;
 	struct in_addr addr;   /* our IPv4 address, network order */

@@ -32,7 +32,7 @@
 
 #define CLAIM_MAX_PORTS 1024
 /* OVS's vhost client retries a refused connection once a second */
-#define CLAIM_OVS_WAIT_MS 3000
+#define CLAIM_OVS_WAIT_MS 5000
 
 static char claim_device[PATH_MAX + 128];
 static char claim_ip[64];
@@ -99,6 +99,18 @@ static void take(int fd, int index, const char *sock, const char *ip, const char
 	fdp_params.ip = claim_ip;
 }
 
+/* No port: the reason becomes the device's (and domain's) name. */
+static int refuse(const char *pool, const char *why, int ret)
+{
+	const char *slash = strrchr(pool, '/');
+
+	snprintf(claim_device, sizeof(claim_device), "ovs pool %.16s: %s",
+		 slash && slash[1] ? slash + 1 : pool, why);
+	fdp_params.pool_error = claim_device;
+	fdp_params.device = claim_device;
+	return ret;
+}
+
 int fdp_claim(const char *pool)
 {
 	char path[PATH_MAX], line[512], sock[sizeof(claim_sock)], ip[64], mac[32];
@@ -112,7 +124,7 @@ int fdp_claim(const char *pool)
 	if (!f) {
 		FDP_WARN(FI_LOG_CORE, "FI_DPDK_POOL=%s: cannot read %s: %s (is the pool up? "
 			 "fabsock-ovs up); provider disabled\n", pool, path, strerror(errno));
-		return -FI_ENODEV;
+		return refuse(pool, "no such pool", -FI_ENODEV);
 	}
 	while (fgets(line, sizeof(line), f) && lines++ < CLAIM_MAX_PORTS * 2) {
 		if (line[0] == '#' || line[0] == '\n')
@@ -122,7 +134,7 @@ int fdp_claim(const char *pool)
 			FDP_WARN(FI_LOG_CORE, "FI_DPDK_POOL=%s: bad line in %s: %.*s; provider "
 				 "disabled\n", pool, path, (int)strcspn(line, "\n"), line);
 			fclose(f);
-			return -FI_EINVAL;
+			return refuse(pool, "bad pool file", -FI_EINVAL);
 		}
 		ports++;
 		fd = try_lock(pool, index, &err);
@@ -139,13 +151,21 @@ int fdp_claim(const char *pool)
 			denied++;
 	}
 	fclose(f);
-	if (denied)
+	if (denied) {
 		FDP_WARN(FI_LOG_CORE, "FI_DPDK_POOL=%s: cannot open the port locks (%s); "
 			 "provider disabled\n", pool, strerror(err));
-	else
-		FDP_WARN(FI_LOG_CORE, "FI_DPDK_POOL=%s: all %d ports are taken; provider "
-			 "disabled\n", pool, ports);
-	return ports ? -FI_EBUSY : -FI_ENODEV;
+		return refuse(pool, "port locks not writable", -FI_EACCES);
+	}
+	FDP_WARN(FI_LOG_CORE, "FI_DPDK_POOL=%s: all %d ports are taken; provider "
+		 "disabled\n", pool, ports);
+	return refuse(pool, ports ? "all ports taken" : "no ports", -FI_EBUSY);
+}
+
+/* A port this process cannot use goes back to the pool. */
+static void release(void)
+{
+	close(claim_fd);
+	claim_fd = -1;
 }
 
 int fdp_claim_ready(void)
@@ -164,6 +184,7 @@ int fdp_claim_ready(void)
 		if (fd >= 0)
 			close(fd);
 		unlink(claim_sock);
+		release();
 		return -FI_ENODEV;
 	}
 	pfd.fd = fd;
@@ -180,6 +201,7 @@ int fdp_claim_ready(void)
 		FDP_WARN(FI_LOG_CORE, "FI_DPDK_POOL port %d: Open vSwitch did not connect to %s "
 			 "within %d ms (is the bridge up?); provider disabled\n", claim_index,
 			 claim_sock, CLAIM_OVS_WAIT_MS);
+		release();
 		return -FI_ENODEV;
 	}
 	return 0;
