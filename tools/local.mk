@@ -6,7 +6,9 @@
 bin_SCRIPTS += tools/fabsock
 CLEANFILES += tools/fabsock
 EXTRA_DIST += tools/fabsock.in
-dist_man_MANS += man/fabsock.1 man/fabsock.7
+dist_man_MANS += man/fabsock.1 man/fabsock.7 man/fabsock-ovs.1
+# fabsock-ovs: sets up a pool of vhost-user ports on an OVS bridge.
+dist_bin_SCRIPTS = tools/fabsock-ovs
 
 tools/fabsock: $(top_srcdir)/tools/fabsock.in Makefile
 	$(AM_V_GEN)$(MKDIR_P) tools && \

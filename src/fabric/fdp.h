@@ -119,6 +119,10 @@ struct fdp_params {
 	                        * progress thread, 1..1000, default 32 */
 	bool eal_early;        /* FI_DPDK_EAL_EARLY: start the EAL in the background
 	                        * from fi_prov_ini (default yes; fdp_eal.c) */
+	const char *pool_error; /* FI_DPDK_POOL gave no port: why, in a few words;
+	                        * device is then that text (the domain name
+	                        * fi_getinfo offers) and fi_fabric fails, so the
+	                        * application's one line says it */
 	/* Derived from ip (valid when ip_ok): */
 	bool ip_ok;
 	struct in_addr addr;   /* our IPv4 address, network order */
@@ -126,6 +130,16 @@ struct fdp_params {
 	unsigned int prefix;
 };
 extern struct fdp_params fdp_params;
+
+/* fdp_claim.c: FI_DPDK_POOL, a pool of vhost-user ports (fabsock-ovs(1)).
+ * fdp_claim takes the first free port of the pool in pool_dir (a lock held
+ * for the process's life) and points fdp_params.device and .ip at it;
+ * 0, or -FI_E* after one FDP_WARN line (no pool, all ports taken).
+ * fdp_claim_ready, before the EAL starts: a bounded wait for Open vSwitch
+ * to connect to the claimed port's socket (DPDK's own wait has no bound);
+ * 0 when it did or no port was claimed, else -FI_ENODEV after one line. */
+int fdp_claim(const char *pool_dir) FDP_HIDDEN;
+int fdp_claim_ready(void) FDP_HIDDEN;
 
 /* ---------------------------------------------------------------- locks */
 

@@ -22,6 +22,7 @@
 #include "fabric/fdp.h"
 #include "fabric/fdp_eal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -216,6 +217,10 @@ static int build_argv(struct eal_argv *a)
 	}
 	ret |= argv_add(a, "--no-telemetry");
 	ret |= argv_add(a, "--no-shconf");
+	/* vhost-user maps at most 8 memory regions of ours: one file per
+	 * memseg list, not one per page */
+	if (strncmp(fdp_params.device, "net_virtio_user", 15) == 0)
+		ret |= argv_add(a, "--single-file-segments");
 	if (device_is_vdev(fdp_params.device)) {
 		ret |= argv_add(a, "--no-pci");
 		snprintf(buf, sizeof(buf), "--vdev=%s", fdp_params.devargs);
@@ -278,6 +283,8 @@ static int find_port(void)
 
 static int check_params(void)
 {
+	if (fdp_params.pool_error)
+		return -FI_EBUSY; /* said by fdp_claim */
 	if (!fdp_params.device) {
 		FDP_WARN(FI_LOG_CORE, "FI_DPDK_DEVICE is not set\n");
 		return -FI_ENODEV;
@@ -320,6 +327,23 @@ static int thread_state_save(struct thread_state *ts)
 	return 0;
 }
 
+/* A handler installed by a thread of the application while rte_eal_init ran
+ * (with a net_virtio_user server that is a second or more, waiting for the
+ * switch to connect) must stay: only DPDK's own handlers, and dispositions
+ * reset to the default or ignore, are put back. */
+static bool handler_is_apps(const struct sigaction *now)
+{
+	void *fn = (now->sa_flags & SA_SIGINFO) ? (void *)now->sa_sigaction :
+						   (void *)now->sa_handler;
+	Dl_info info;
+
+	if (now->sa_handler == SIG_DFL || now->sa_handler == SIG_IGN)
+		return false;
+	if (!dladdr(fn, &info) || !info.dli_fname)
+		return true;
+	return !strstr(info.dli_fname, "librte_") && !strstr(info.dli_fname, "libdpdk-fi");
+}
+
 static void thread_state_restore(struct thread_state *ts)
 {
 	int sig;
@@ -334,7 +358,7 @@ static void thread_state_restore(struct thread_state *ts)
 			continue;
 		if (sigaction(sig, NULL, &now) == 0 &&
 		    (now.sa_handler != ts->sa[sig].sa_handler ||
-		     now.sa_flags != ts->sa[sig].sa_flags))
+		     now.sa_flags != ts->sa[sig].sa_flags) && !handler_is_apps(&now))
 			sigaction(sig, &ts->sa[sig], NULL);
 	}
 	free(ts->sa);
@@ -415,6 +439,8 @@ static int eal_start_locked(void)
 	int ret, err;
 
 	ret = check_params();
+	if (ret == 0)
+		ret = fdp_claim_ready();
 	if (ret)
 		return ret;
 	fdp_files_reclaim(fdp_params.device);

@@ -158,6 +158,13 @@ static void read_params(void)
 	if (fi_param_get_str(&fdp_prov, "ip", &s) == FI_SUCCESS && s && *s)
 		fdp_params.ip = s;
 	s = NULL;
+	if (fi_param_get_str(&fdp_prov, "pool", &s) == FI_SUCCESS && s && *s) {
+		/* the pool's port and address replace FI_DPDK_DEVICE and FI_DPDK_IP */
+		fdp_params.device = NULL;
+		fdp_params.ip = NULL;
+		fdp_claim(s);
+	}
+	s = NULL;
 	if (fi_param_get_str(&fdp_prov, "eal_args", &s) == FI_SUCCESS && s && *s)
 		fdp_params.eal_args = s;
 	/* A bad MTU is reported by fi_fabric/fi_domain (fdp_eal.c), which
@@ -221,6 +228,11 @@ FI_EXT_INI
 	fi_param_define(&fdp_prov, "ip", FI_PARAM_STRING,
 			"IPv4 address/prefix of the port, e.g. 198.18.0.1/15 "
 			"(default: none, provider disabled)");
+	fi_param_define(&fdp_prov, "pool", FI_PARAM_STRING,
+			"directory of a pool of vhost-user ports made by fabsock-ovs, "
+			"e.g. /run/fabsock/ovs/br0: the process claims a free port and "
+			"its address, in place of FI_DPDK_DEVICE and FI_DPDK_IP "
+			"(default: none)");
 	fi_param_define(&fdp_prov, "eal_args", FI_PARAM_STRING,
 			"extra DPDK EAL arguments appended to the provider's own, "
 			"space separated (default: none)");

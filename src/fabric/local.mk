@@ -19,6 +19,7 @@ src_fabric_libdpdk_fi_la_SOURCES = \
 	src/fabric/fdp.h \
 	src/fabric/fdp_attr.c \
 	src/fabric/fdp_av.c \
+	src/fabric/fdp_claim.c \
 	src/fabric/fdp_cntr.c \
 	src/fabric/fdp_cq.c \
 	src/fabric/fdp_dgram.c \
