@@ -11,18 +11,25 @@ static const uint8_t mac_a[6] = {0x02, 0, 0, 0, 0, 0x0a};
 static const uint8_t mac_b[6] = {0x02, 0, 0, 0, 0, 0x0b};
 
 /* Build a DGRAM frame carrying len bytes of pattern; returns frame length. */
+/* The addresses every test frame carries: a (5000) to b (6000). */
+static void test_addrs(struct fdp_frame_addrs *a)
+{
+	memset(a, 0, sizeof(*a));
+	memcpy(a->src_mac, mac_a, 6);
+	memcpy(a->dst_mac, mac_b, 6);
+	a->src_ip = htonl(0xc6120001);
+	a->dst_ip = htonl(0xc6120002);
+	a->src_port = htons(5000);
+	a->dst_port = htons(6000);
+}
+
 static size_t build_dgram(uint8_t *buf, size_t len, uint8_t flags, uint64_t data)
 {
 	struct fdp_frame_addrs a;
 	struct fdp_dgram_hdr dh;
 	size_t i;
 
-	memcpy(a.src_mac, mac_a, 6);
-	memcpy(a.dst_mac, mac_b, 6);
-	a.src_ip = htonl(0xc6120001);
-	a.dst_ip = htonl(0xc6120002);
-	a.src_port = htons(5000);
-	a.dst_port = htons(6000);
+	test_addrs(&a);
 	fdp_frame_build_hdrs(buf, &a, sizeof(dh) + len, 7);
 	memset(&dh, 0, sizeof(dh));
 	dh.hdr.magic = FDP_MAGIC;
@@ -247,13 +254,7 @@ START_TEST(test_raw_udp)
 	struct fdp_frame_addrs a;
 	struct fdp_frame_view v;
 
-	memset(&a, 0, sizeof(a));
-	memcpy(a.src_mac, mac_a, 6);
-	memcpy(a.dst_mac, mac_b, 6);
-	a.src_ip = htonl(0xc6120001);
-	a.dst_ip = htonl(0xc6120002);
-	a.src_port = htons(5000);
-	a.dst_port = htons(6000);
+	test_addrs(&a);
 	fdp_frame_build_hdrs(buf, &a, 5, 1);
 	memcpy(buf + FDP_L2L4_HLEN, "hello", 5);
 	fdp_frame_csum(buf, true, true);
