@@ -19,7 +19,9 @@
 #        directory: a provider written PROV@base in PROVIDERS runs with that
 #        build's launcher, so two versions are compared in one run),
 #        CONTENTION (1: also the ping-pong with a third process keeping one CPU
-#        busy and nobody pinned: p50, p99, p99.9 against the kernel's; 0: not)
+#        busy and nobody pinned: p50, p99, p99.9 against the kernel's; 0: not),
+#        MODES (the sockperf runs, default "pp tp64 tp16k": ping-pong, 64 B and
+#        16 KiB throughput)
 set -u
 b=$(cd "${1:-${top_builddir:-build}}" && pwd) || exit 2
 own_launcher="$b/tools/fabsock"
@@ -155,7 +157,7 @@ redis_n=${REDIS_N:-100000}
 command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || redis_n=0
 r=1
 while [ $r -le "$rounds" ]; do
-	for mode in pp tp64 tp16k $contend; do
+	for mode in ${MODES:-pp tp64 tp16k} $contend; do
 		for path in kernel $providers; do
 			run "$path" "$mode"
 		done

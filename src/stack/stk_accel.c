@@ -210,17 +210,22 @@ ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovc
 	if (total <= SENDV_GATHER_MAX)
 		return sendv_gathered(sock, iov, iovcnt, total, flags);
 	ssize_t sent = 0;
+	stk_fab_batch_begin(); /* one ring for the whole call */
 	for (int i = 0; i <= last; i++) {
 		if (iov[i].iov_len == 0)
 			continue;
 		int f = i == last ? flags : flags & ~MSG_OOB;
 		ssize_t n = stk_send(sock->conn, iov[i].iov_base, iov[i].iov_len, f);
-		if (n < 0)
-			return sent ? sent : n;
+		if (n < 0) {
+			if (!sent)
+				sent = n;
+			break;
+		}
 		sent += n;
 		if ((size_t)n < iov[i].iov_len)
 			break;
 	}
+	stk_fab_batch_end();
 	return sent;
 }
 
@@ -360,6 +365,7 @@ ssize_t stk_accel_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, size
 	if (!buf)
 		buf = small;
 	ssize_t total = 0;
+	stk_fab_batch_begin(); /* one ring for the whole call */
 	while (count > 0) {
 		size_t chunk = sendfile_chunk(sock->conn, count, cap);
 		ssize_t got = offset ? pread(in_fd, buf, chunk, *offset)
@@ -387,6 +393,7 @@ ssize_t stk_accel_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, size
 			break;
 		count -= (size_t)sent;
 	}
+	stk_fab_batch_end();
 	if (buf != small)
 		sendfile_busy = false;
 	return total;

@@ -133,6 +133,18 @@ int stk_fab_inject(struct stk_fab *fab, const void *msg, size_t len, fi_addr_t d
 int stk_fab_inject2(struct stk_fab *fab, const void *hdr, size_t hlen, const void *payload,
 		    size_t plen, fi_addr_t dest);
 
+/* A batch of posts by this thread (a send call's messages): between
+ * stk_fab_batch_begin and stk_fab_batch_end, a peer's bell (stk_fab_bell.h)
+ * that a post would ring is rung once, at the end, so that a sleeping reader
+ * wakes to the whole batch instead of once per message (each wake-up would
+ * find one message, sleep again and cost the sender another ring). Nests;
+ * the outermost end rings. A thread that waits for anything the peer does
+ * (credit, room) inside a batch flushes it first (stk_fab_batch_flush: rings
+ * what is deferred so far, the batch goes on). */
+void stk_fab_batch_begin(void);
+void stk_fab_batch_end(void);
+void stk_fab_batch_flush(void);
+
 /* Drain up to stk_cfg.batch completions. Returns the number handled (0 when the
  * CQ was empty or another thread held it). */
 /* The receiver of every message that progress takes: the stream layer

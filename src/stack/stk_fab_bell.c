@@ -327,3 +327,41 @@ void fab_bell_write(struct fab_bell *bell)
 	__atomic_store_n(&bell->page->rung, 1, __ATOMIC_RELEASE);
 	stk_count(STK_C_BELLS);
 }
+
+/* ---- batches (stk_fab_batch_begin): one ring per peer at the end ---- */
+
+#define BATCH_BELLS 4
+
+__thread unsigned fab_batch_depth;
+static __thread struct fab_bell *batch_bells[BATCH_BELLS];
+static __thread unsigned batch_count;
+
+bool fab_batch_defer(struct fab_bell *bell)
+{
+	for (unsigned i = 0; i < batch_count; i++)
+		if (batch_bells[i] == bell)
+			return true;
+	if (batch_count == BATCH_BELLS)
+		return false;
+	batch_bells[batch_count++] = bell;
+	return true;
+}
+
+void stk_fab_batch_begin(void)
+{
+	fab_batch_depth++;
+}
+
+void stk_fab_batch_end(void)
+{
+	if (--fab_batch_depth == 0)
+		stk_fab_batch_flush();
+}
+
+void stk_fab_batch_flush(void)
+{
+	unsigned n = batch_count;
+	batch_count = 0;
+	for (unsigned i = 0; i < n; i++)
+		fab_bell_ring(batch_bells[i]);
+}

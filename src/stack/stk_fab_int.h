@@ -107,6 +107,10 @@ int fab_open(const char *name, const struct fab_src *src, const char *key, struc
 int fab_progress_locked(struct stk_fab *fab);
 /* The bell of the peer at dest, or NULL (stk_fab_addr.c; after a post). */
 struct fab_bell *fab_bell_of_slow(struct stk_fab *fab, fi_addr_t dest);
+/* Inside a batch (stk_fab_batch_begin): note the bell for its end; false
+ * when the batch has no room left for it (ring now). */
+bool fab_batch_defer(struct fab_bell *bell);
+extern __thread unsigned fab_batch_depth;
 static inline void fab_ring_after_post(struct stk_fab *fab, fi_addr_t dest)
 {
 	if (!__atomic_load_n(&fab->peer_bells, __ATOMIC_RELAXED))
@@ -114,7 +118,7 @@ static inline void fab_ring_after_post(struct stk_fab *fab, fi_addr_t dest)
 	struct fab_bell *bell = dest < AV_CACHE_MAX
 					? __atomic_load_n(&fab->ring_map[dest], __ATOMIC_ACQUIRE)
 					: fab_bell_of_slow(fab, dest);
-	if (bell)
+	if (bell && !(fab_batch_depth && fab_batch_defer(bell)))
 		fab_bell_ring(bell);
 }
 

@@ -252,6 +252,8 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 				else if (ret != -EAGAIN && ret != -ENOMEM)
 					err = ret;
 			}
+			/* one ring for the messages of this pass (stk_fab_batch_begin) */
+			stk_fab_batch_begin();
 			while (sent < len && conn->tx_credits > 0 && !err) {
 				size_t chunk = len - sent;
 				if (chunk > conn->tx_credits)
@@ -274,6 +276,7 @@ static ssize_t send_loop(struct stk_conn *conn, const void *buf, size_t len, int
 				conn->tx_starved = false;
 				sent += chunk;
 			}
+			stk_fab_batch_end();
 		}
 		stk_stat_conn_io(conn);
 		pthread_mutex_unlock(&conn->lock);

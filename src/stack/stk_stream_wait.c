@@ -276,6 +276,7 @@ static bool quick_spin(struct stk_conn *conn, short events)
 int stream_block_wait(struct stk_conn *conn, short events, int timeo_opt,
 		      struct stream_block_wait *bw, bool (*until)(struct stk_conn *))
 {
+	stk_fab_batch_flush(); /* the peer may sleep on a ring we deferred */
 	if (!bw->ready) {
 		if (!until && quick_spin(conn, events))
 			return 0;

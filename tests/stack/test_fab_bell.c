@@ -1,7 +1,8 @@
 /* The shm bell (stk_fab_bell.h) between two shm endpoints of this process:
  * a post rings the peer's FIFO only when the peer is about to sleep, once per
  * sleep; the peer's trywait takes what came before it sleeps and drains the
- * FIFO; a peer whose bell is unusable is refused by stk_fab_av_insert. */
+ * FIFO; a batch of posts (stk_fab_batch_begin) rings once, at its end or
+ * at a flush; a peer whose bell is unusable is refused by stk_fab_av_insert. */
 #include "config.h"
 
 #include <check.h>
@@ -128,6 +129,67 @@ START_TEST(bell_rings_only_a_sleeper)
 }
 END_TEST
 
+/* b asleep with nothing pending (its FIFO drained by the trywait that takes
+ * what came before) */
+static void put_to_sleep(struct stk_fab *b)
+{
+	delivered = 0;
+	for (int i = 0; i < 3 && !stk_fab_trywait(b); i++)
+		;
+	ck_assert_int_eq(fifo_bytes(b), 0);
+}
+
+START_TEST(bell_batch_rings_once)
+{
+	stk_fab_set_deliver(count_delivery);
+	struct stk_fab *a = open_shm(), *b = open_shm();
+	int ret;
+	fi_addr_t to_b = insert(a, b, &ret);
+	ck_assert_int_eq(ret, 0);
+	delivered = 0;
+	first_message(a, b, to_b);
+	uint64_t rung = bells();
+
+	/* a batch of posts to a sleeper: no byte until its end, then one */
+	put_to_sleep(b);
+	stk_fab_batch_begin();
+	for (int i = 0; i < 8; i++)
+		post(a, to_b);
+	ck_assert_int_eq(fifo_bytes(b), 0);
+	stk_fab_batch_end();
+	ck_assert_int_eq(fifo_bytes(b), 1);
+	ck_assert_uint_eq(bells(), rung + 1);
+	ck_assert(!stk_fab_trywait(b));
+	ck_assert_int_eq(delivered, 8);
+
+	/* nested: the inner end rings nothing, the outer end does */
+	put_to_sleep(b);
+	stk_fab_batch_begin();
+	stk_fab_batch_begin();
+	post(a, to_b);
+	stk_fab_batch_end();
+	ck_assert_int_eq(fifo_bytes(b), 0);
+	stk_fab_batch_end();
+	ck_assert_int_eq(fifo_bytes(b), 1);
+	ck_assert(!stk_fab_trywait(b));
+
+	/* a flush (before the sender waits) rings at once; the batch goes on,
+	 * and the sleeper, rung already, costs no second byte */
+	put_to_sleep(b);
+	stk_fab_batch_begin();
+	post(a, to_b);
+	stk_fab_batch_flush();
+	ck_assert_int_eq(fifo_bytes(b), 1);
+	post(a, to_b);
+	stk_fab_batch_end();
+	ck_assert_int_eq(fifo_bytes(b), 1);
+	ck_assert_uint_eq(bells(), rung + 3);
+	ck_assert(!stk_fab_trywait(b));
+	ck_assert_int_eq(delivered, 2);
+	fab_shm_unlink_regions(true);
+}
+END_TEST
+
 /* _i: 0 page of another magic, 1 no FIFO, 2 a regular file for the FIFO */
 START_TEST(bell_unusable_peer_refused)
 {
@@ -164,6 +226,7 @@ static Suite *suite(void)
 	TCase *tc = tcase_create("bell");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, bell_rings_only_a_sleeper);
+	tcase_add_test(tc, bell_batch_rings_once);
 	tcase_add_loop_test(tc, bell_unusable_peer_refused, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
