@@ -1,5 +1,6 @@
 #include "config.h"
 #include "stack/stk_accel.h"
+#include "stack/stk_config.h"
 #include "stack/stk_conn.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_epoll.h"
@@ -354,6 +355,16 @@ static size_t sendfile_chunk(struct stk_conn *conn, size_t count, size_t cap)
 	return chunk < room ? chunk : room;
 }
 
+bool stk_accel_sendfile_to_kernel(struct stk_sock *sock, size_t count)
+{
+	struct stk_conn *conn = sock->conn;
+	unsigned min = stk_cfg.sendfile_kernel;
+	if (!min || count < min || __atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE))
+		return false;
+	stk_accel_migrate(&sock, 1, STK_MIGRATE_REASON_SENDFILE);
+	return __atomic_load_n(&conn->migrated, __ATOMIC_ACQUIRE);
+}
+
 ssize_t stk_accel_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, size_t count)
 {
 	int bad = sendfile_check_input(in_fd, offset);
@@ -476,7 +487,8 @@ unsigned stk_accel_migrate(struct stk_sock **socks, size_t n, enum stk_migrate_r
 		struct stk_conn *conn = socks[i] ? socks[i]->conn : NULL;
 		size_t left = conn ? stk_leftover_count(conn->left) : 0;
 		if (left == 0 || (why == STK_MIGRATE_REASON_EXEC && conn->left_fd >= 0) ||
-		    why == STK_MIGRATE_REASON_BYPASS || why == STK_MIGRATE_REASON_ZEROCOPY)
+		    why == STK_MIGRATE_REASON_BYPASS || why == STK_MIGRATE_REASON_ZEROCOPY ||
+		    why == STK_MIGRATE_REASON_SENDFILE)
 			continue; /* none, handed down with the exec (FABSOCK_INHERIT), or
 				   * still this process's to read (the caller's business) */
 		/* The other image / process reads the kernel socket only. */

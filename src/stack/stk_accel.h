@@ -99,6 +99,12 @@ struct stk_sock *stk_accel_adopt(int fd, int memfd);
 ssize_t stk_accel_sendv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
 ssize_t stk_accel_recvv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
 ssize_t stk_accel_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, size_t count);
+/* A sendfile of count bytes on a connection on the fabric: true when the
+ * connection moved to the kernel for it (count at least
+ * stk_cfg.sendfile_kernel: the kernel sends page-cache pages without copying
+ * them, where the fabric path copies each byte three times more), so that the
+ * caller runs the kernel's sendfile. Migrated connections stay on the kernel. */
+bool stk_accel_sendfile_to_kernel(struct stk_sock *sock, size_t count);
 int stk_accel_shutdown(struct stk_sock *sock, int how);
 /* FIONREAD / SIOCINQ. */
 int stk_accel_readable(struct stk_sock *sock);

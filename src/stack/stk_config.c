@@ -54,6 +54,7 @@ static void set_defaults(struct stk_config *cfg)
 	apply_profile(cfg, 0);
 	cfg->default_action = STK_ACTION_ACCEL;
 	cfg->nego_wait_ms = 5; /* P3: the only delay an app sees, once per destination */
+	cfg->sendfile_kernel = 64 * 1024;
 	stk_rules_init(&cfg->rules);
 }
 
@@ -233,6 +234,10 @@ static int load_env(struct stk_config *cfg, stk_getenv_fn env)
 					 v);
 		cfg->default_action = action;
 	}
+	if ((v = env("FABSOCK_SENDFILE_KERNEL")) &&
+	    (ret = parse_unsigned(cfg, "FABSOCK_SENDFILE_KERNEL", v, UINT32_MAX,
+				  &cfg->sendfile_kernel)))
+		return ret;
 	if ((v = env("FABSOCK_NEGO_WAIT_MS")) &&
 	    (ret = parse_unsigned(cfg, "FABSOCK_NEGO_WAIT_MS", v, 10000, &cfg->nego_wait_ms)))
 		return ret;

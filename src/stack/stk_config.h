@@ -34,6 +34,8 @@ struct stk_config {
 	unsigned batch;         /* max messages handled per progress call */
 	int default_action;     /* enum stk_action when no rule matches */
 	unsigned nego_wait_ms;  /* a first write's wait for the peer's negotiation (stk_lazy) */
+	unsigned sendfile_kernel; /* a sendfile of this many bytes or more moves its
+				   * connection to the kernel (0: never) */
 	bool tcp_accel;         /* TCP on fabric providers (default; FABSOCK_TCP_ACCEL=0
 				 * keeps every TCP socket on the kernel) */
 	char application_id[64];

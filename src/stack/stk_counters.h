@@ -58,6 +58,7 @@
 	X(MIGRATE_PEER, "migrate_peer", "connections migrated because the peer asked") \
 	X(MIGRATE_BYPASS, "migrate_bypass", "connections migrated because the app used stdio or aio on them") \
 	X(MIGRATE_ZEROCOPY, "migrate_zerocopy", "connections migrated because the app turned SO_ZEROCOPY on") \
+	X(MIGRATE_SENDFILE, "migrate_sendfile", "connections migrated for a sendfile of FABSOCK_SENDFILE_KERNEL bytes or more") \
 	X(MIGRATE_PEER_GONE, "migrate_peer_gone", \
 	  "migrations that ended without the peer's answer: its process died (a reset)") \
 	X(MIGRATE_UNPREPARED, "migrate_unprepared", \

@@ -17,6 +17,7 @@ enum stk_migrate_reason {
 	STK_MIGRATE_REASON_PEER,
 	STK_MIGRATE_REASON_BYPASS, /* the app's next calls go around libfabsock */
 	STK_MIGRATE_REASON_ZEROCOPY, /* SO_ZEROCOPY: completions come from the kernel */
+	STK_MIGRATE_REASON_SENDFILE, /* a large sendfile: the kernel's copies fewer */
 };
 
 /* ---- leftover: unread bytes at migration, shareable across fork ---- */

@@ -57,6 +57,8 @@ static const char *const reason_text[] = {
 				      "(stdio after fdopen, POSIX aio)",
 	[STK_MIGRATE_REASON_ZEROCOPY] = "the app turned SO_ZEROCOPY on (MSG_ZEROCOPY "
 					"completions come from the kernel socket)",
+	[STK_MIGRATE_REASON_SENDFILE] = "a large sendfile (the kernel sends file pages "
+					"without copying them; FABSOCK_SENDFILE_KERNEL)",
 };
 static const enum stk_counter reason_counter[] = {
 	[STK_MIGRATE_REASON_FORK] = STK_C_MIGRATE_FORK,
@@ -65,11 +67,12 @@ static const enum stk_counter reason_counter[] = {
 	[STK_MIGRATE_REASON_PEER] = STK_C_MIGRATE_PEER,
 	[STK_MIGRATE_REASON_BYPASS] = STK_C_MIGRATE_BYPASS,
 	[STK_MIGRATE_REASON_ZEROCOPY] = STK_C_MIGRATE_ZEROCOPY,
+	[STK_MIGRATE_REASON_SENDFILE] = STK_C_MIGRATE_SENDFILE,
 };
 
 void stk_migrate_note(struct stk_conn *conn, enum stk_migrate_reason why)
 {
-	static int logged[STK_MIGRATE_REASON_ZEROCOPY + 1]; /* atomic flags */
+	static int logged[STK_MIGRATE_REASON_SENDFILE + 1]; /* atomic flags */
 	stk_count(STK_C_MIGRATED_TO_KERNEL);
 	stk_count(reason_counter[why]);
 	stk_stat_conn_migrated(conn, reason_text[why]);

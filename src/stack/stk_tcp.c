@@ -169,6 +169,8 @@ static ssize_t tcp_sendfile(struct stk_sock *sock, int in_fd, off_t *offset, siz
 	int gate = tcp_gate(sock, true, 0);
 	if (gate)
 		return gate;
+	if (stk_accel_sendfile_to_kernel(sock, count))
+		return STK_KERNEL; /* the kernel's sendfile, on the migrated socket */
 	return stk_accel_sendfile(sock, in_fd, offset, count);
 }
 

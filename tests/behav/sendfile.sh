@@ -8,3 +8,6 @@ fsk_behav_compare --accel 2 bh_sendfile
 # Accepting in a thread while the client connects, as a server process
 # would: a negotiating connect gets its answer (exercises acceleration).
 fsk_behav_compare --accel 2 BH_ACCEPT_THREAD=1 bh_sendfile
+# The copying path (a sendfile never moves its connection to the kernel):
+# chunks, offsets and short counts through the stack.
+fsk_behav_compare --accel 2 FABSOCK_SENDFILE_KERNEL=0 bh_sendfile
