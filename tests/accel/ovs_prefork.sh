@@ -24,43 +24,10 @@ ovs_subnet=198.18.92.0/24
 launch_timeout=150
 . "$top_srcdir/tests/accel/ovs_lib.sh"
 
-# pid_counter LOG PID NAME: counter NAME as process PID dumped it at exit
-# into LOG (a shared log: nginx's processes), 0 when absent
-pid_counter() {
-	_v=$(grep -a "^fabsock\[$2\]: info: counter $3 = " "$1" | tail -n1 | sed 's/.* = //')
-	echo "${_v:-0}"
-}
-# fallbacks LOG [PID]: the fallback_* counters other than 0 ("name=N ..."),
-# of process PID (any when not given), plain peers (clients not launched)
-# left out
-fallbacks() {
-	grep -a "^fabsock\[${2:-[0-9]*}\]: info: counter fallback_[a-z_]* = [1-9]" "$1" |
-		grep -v 'fallback_plain_peer' | sed 's/.*counter //; s/ = /=/' | tr '\n' ' '
-}
-# all_dpdk LOG WHAT N: the process logging to LOG had N or more connections,
-# every one over dpdk, none on the kernel
-all_dpdk() {
-	_req=$(counter "$1" accel_requested)
-	_acc=$(counter "$1" conn_accel_dpdk)
-	_fell=$(fallbacks "$1")
-	echo "$2: $_req connection(s), $_acc over dpdk${_fell:+, on the kernel: $_fell}"
-	[ "$_req" -ge "$3" ] && [ "$_acc" -eq "$_req" ] && [ -z "$_fell" ] && return 0
-	echo "FAIL: $2: not every connection over dpdk"
-	grep -a 'stays on the kernel\|warn\|error' "$1" | head -n 5
-	return 1
-}
-
-ng="$tmp/ng"
-ng_stop() {
-	[ -s "$ng/nginx.pid" ] || return 0
-	_m=$(cat "$ng/nginx.pid")
-	_w=$(ps -o pid= --ppid "$_m" 2>/dev/null)
-	kill -QUIT "$_m" 2>/dev/null
-	_i=0
-	while kill -0 "$_m" 2>/dev/null && [ $_i -lt 100 ]; do sleep 0.1; _i=$((_i + 1)); done
-	for _p in $_m $_w; do kill -9 "$_p" 2>/dev/null; done
-	rm -f "$ng/nginx.pid"
-}
+ng_server() { launch "$@"; }
+ng_client() { launch "$@"; }
+ng_prov=dpdk
+. "$top_srcdir/tests/accel/prefork_lib.sh"
 redis_stop() {
 	[ -s "$tmp/redis.pid" ] && kill -9 "$(cat "$tmp/redis.pid")" 2>/dev/null
 	rm -f "$tmp/redis.pid"
@@ -69,83 +36,17 @@ stop_servers() { ng_stop; redis_stop; }
 ovs_stop_first=stop_servers
 
 # ---- 1. nginx: master and 2 workers ------------------------------------------
-port=$(free_port)
-mkdir -p "$tmp/www" "$ng"
-head -c 100000 /dev/urandom >"$tmp/www/blob"
-# the workers (nobody) read the files
-chmod -R a+rX "$tmp"
-cat >"$ng/nginx.conf" <<CONF
-master_process on;
-worker_processes 2;
-pid $ng/nginx.pid;
-error_log stderr notice;
-events { worker_connections 64; }
-http {
-	access_log off;
-	keepalive_requests 1000000; # wrk keeps its 8 connections to the end
-	client_body_temp_path $ng/body;
-	proxy_temp_path $ng/proxy;
-	fastcgi_temp_path $ng/fcgi;
-	uwsgi_temp_path $ng/uwsgi;
-	scgi_temp_path $ng/scgi;
-	server { listen 127.0.0.1:$port; root $tmp/www; }
-}
-CONF
-launch ng nginx -c "$ng/nginx.conf" -g 'daemon off;' &
-pids="$pids $!"
-fsk_wait_listen "$port" 150 || { echo "FAIL: nginx did not listen"; tail -n 5 "$tmp/ng.log"; exit 1; }
-i=0
-while [ "$(ps -o pid= --ppid "$(cat "$ng/nginx.pid" 2>/dev/null || echo 0)" | wc -l)" -lt 2 ] && [ $i -lt 100 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-master=$(cat "$ng/nginx.pid")
-workers=$(ps -o pid= --ppid "$master" | tr -d ' ' | tr '\n' ' ')
-echo "nginx: master $master ($(ps -o user= -p "$master")), workers $workers($(ps -o user= --ppid "$master" | sort -u | tr '\n' ' ')); pool: $(sh "$fsk_ovs" status "$br" | grep -c held) port(s) held"
-[ "$(ps -o user= --ppid "$master" | sort -u)" = nobody ] || { echo "FAIL: the workers do not run as nobody"; status=1; }
+ng_start
 [ -z "$(holder 0)" ] || { echo "FAIL: a port is held before any connection (the master claimed one)"; status=1; }
-
-want=$(fsk_sha "$tmp/www/blob")
-for k in 1 2 3; do
-	(launch curl$k curl -sS --max-time 60 -o "$tmp/got$k" "http://127.0.0.1:$port/blob") ||
-		{ echo "FAIL: curl $k"; tail -n 3 "$tmp/curl$k.log"; status=1; }
-	[ "$(fsk_sha "$tmp/got$k" 2>/dev/null)" = "$want" ] || { echo "FAIL: curl $k: the body differs"; status=1; }
-	all_dpdk "$tmp/curl$k.log" "curl $k (port $(claimed "$tmp/curl$k.log"))" 1 || status=1
-done
-(launch wrk wrk -t2 -c8 -d3s --timeout 20s -s "$top_srcdir/tests/accel/wrk_check.lua" \
-	"http://127.0.0.1:$port/blob" -- "$tmp/www/blob") || { echo "FAIL: wrk exit $?"; status=1; }
-reqs=$(sed -n 's/^ *\([0-9][0-9]*\) requests in .*/\1/p' "$tmp/wrk.out")
-exact=$(sed -n 's/^bodies: \([0-9]*\) exact, .*/\1/p' "$tmp/wrk.out")
-echo "wrk (port $(claimed "$tmp/wrk.log")): ${reqs:-0} requests, $(grep '^bodies:' "$tmp/wrk.out"), $(grep 'Requests/sec' "$tmp/wrk.out" | tr -s ' ')"
-if [ "${reqs:-0}" -eq 0 ] || [ "${exact:-0}" -ne "$reqs" ] || grep -q 'Socket errors\|Non-2xx' "$tmp/wrk.out"; then
-	echo "FAIL: wrk against nginx:"; cat "$tmp/wrk.out"; status=1
-fi
-# wrk opens and closes one connection of its own first (a blocking connect,
-# a probe): it ends during the negotiation, on the kernel, counted by the
-# worker as fallback_io; its 8 connections must all be over dpdk
-wacc=$(counter "$tmp/wrk.log" conn_accel_dpdk)
-wfell=$(fallbacks "$tmp/wrk.log")
-echo "wrk: $(counter "$tmp/wrk.log" accel_requested) connection(s) (the probe included), $wacc over dpdk${wfell:+, on the kernel: $wfell}"
-[ "$wacc" -eq 8 ] && [ -z "$wfell" ] || { echo "FAIL: wrk's connections not over dpdk"; status=1; }
+ng_clients
+for k in 1 2 3; do echo "curl $k: port $(claimed "$tmp/curl$k.log")"; done
+echo "wrk: port $(claimed "$tmp/wrk.log")"
 ng_stop
 wait
+ng_check_workers
 ports_of_workers=$(grep -a 'FI_DPDK_POOL=[^ ]*: port [0-9]*' "$tmp/ng.log" | sed 's/.*: port \([0-9]*\) .*/\1/' | sort -u | tr '\n' ' ')
-total=0
-probes=0
-for w in $workers; do
-	acc=$(pid_counter "$tmp/ng.log" "$w" conn_accel_dpdk)
-	fell=$(fallbacks "$tmp/ng.log" "$w")
-	echo "nginx worker $w: $acc connection(s) over dpdk${fell:+, on the kernel: $fell}"
-	[ "$acc" -ge 1 ] || { echo "FAIL: worker $w: no connection over dpdk"; status=1; }
-	total=$((total + acc))
-	probes=$((probes + $(pid_counter "$tmp/ng.log" "$w" fallback_io)))
-	[ -z "$(echo "$fell" | sed 's/fallback_io=1 //')" ] || { echo "FAIL: worker $w: connections on the kernel"; status=1; }
-done
-[ "$total" -eq 11 ] && [ "$probes" -le 1 ] ||
-	{ echo "FAIL: the workers carried $total connections over dpdk (want 3 curl + 8 wrk), $probes ended while negotiating (want wrk's probe at most)"; status=1; }
 echo "nginx: ports claimed by its processes: $ports_of_workers"
 [ "$(echo "$ports_of_workers" | wc -w)" -eq 2 ] || { echo "FAIL: the 2 workers did not claim 2 ports"; status=1; }
-grep -a 'exited on signal\|\[alert\]\|\[emerg\]' "$tmp/ng.log" && { echo "FAIL: nginx"; status=1; }
 
 # ---- 2. redis BGSAVE under load ----------------------------------------------
 rport=$(free_port)
@@ -196,8 +97,8 @@ echo "redis-server (port $(claimed "$tmp/redis.log")): $acc connection(s) over d
 [ "$acc" -ge 28 ] && [ -z "$fell" ] || { echo "FAIL: redis-server's connections not over dpdk"; status=1; }
 [ "$fork" -ge 8 ] || { echo "FAIL: no connection moved at fork"; status=1; }
 [ "$gone" -eq 0 ] || { echo "FAIL: $gone migration(s) without the peer's answer"; status=1; }
-all_dpdk "$tmp/load.log" "redis_load.py" 8 || status=1
-all_dpdk "$tmp/bench.log" "redis-benchmark" 20 || status=1
+all_on "$tmp/load.log" "redis_load.py" 8 || status=1
+all_on "$tmp/bench.log" "redis-benchmark" 20 || status=1
 
 # ---- teardown, checked -------------------------------------------------------
 ovs_teardown
