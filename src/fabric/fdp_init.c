@@ -228,6 +228,13 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t pool_pid;   /* the process that claimed (protected by pool_lock) */
 static int pool_result;  /* its fdp_claim's result */
 
+/* A child forked while another thread claimed has the lock held by a thread
+ * it does not have; it claims anew anyway (pool_pid is not its pid). */
+static void pool_atfork_child(void)
+{
+	pthread_mutex_init(&pool_lock, NULL);
+}
+
 int fdp_pool_port(void)
 {
 	int ret;
@@ -292,6 +299,8 @@ FI_EXT_INI
 			"(fi_fabric then waits for it); no: start it in fi_fabric "
 			"(default: yes)");
 	read_params();
+	if (fdp_params.pool)
+		pthread_atfork(NULL, NULL, pool_atfork_child);
 	fdp_eal_start_early();
 	return &fdp_prov;
 }
