@@ -106,6 +106,8 @@ struct fdp_params {
 	                        * bsize for the MTU when device has none */
 	const char *ip;        /* FI_DPDK_IP: "a.b.c.d/prefix" */
 	const char *eal_args;  /* FI_DPDK_EAL_ARGS: appended to the EAL argv */
+	const char *pool;      /* FI_DPDK_POOL: directory of a port pool; device and
+	                        * ip are then the port's (fdp_pool_port) */
 	size_t mtu;            /* FI_DPDK_MTU: IP MTU, default 1500 (FDP_MEMIF_MTU on
 	                        * net_memif) */
 	bool mtu_bad;          /* FI_DPDK_MTU set but not in 576..9000 */
@@ -131,10 +133,23 @@ struct fdp_params {
 };
 extern struct fdp_params fdp_params;
 
+/* fdp_init.c: with FI_DPDK_POOL, point fdp_params.device and .ip (and what
+ * derives from them) at a port of the process's own. The first call in each
+ * process claims it (fdp_claim): not fi_prov_ini, which a pre-fork server
+ * runs in its master at listen(), but fi_getinfo and fi_fabric, so that a
+ * worker forked before it claims a port of its own. Later calls in the
+ * process return the first one's result. 0 without a pool, else as
+ * fdp_claim. Thread-safe. */
+int fdp_pool_port(void) FDP_HIDDEN;
+
 /* fdp_claim.c: FI_DPDK_POOL, a pool of vhost-user ports (fabsock-ovs(1)).
  * fdp_claim takes the first free port of the pool in pool_dir (a lock held
  * for the process's life) and points fdp_params.device and .ip at it;
- * 0, or -FI_E* after one FDP_WARN line (no pool, all ports taken).
+ * 0, or -FI_E* after one FDP_WARN line (no pool, all ports taken). A
+ * process forked from a holder holds no lock (fcntl locks are per process):
+ * its call claims another port (the parent's stays the parent's). A port
+ * whose socket file a process of another user left behind (a sticky pool
+ * directory: not removable here) is passed over.
  * fdp_claim_ready, before the EAL starts: a bounded wait for Open vSwitch
  * to connect to the claimed port's socket (DPDK's own wait has no bound);
  * 0 when it did or no port was claimed, else -FI_ENODEV after one line. */

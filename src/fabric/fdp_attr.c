@@ -285,6 +285,7 @@ int fdp_getinfo(uint32_t version, const char *node, const char *service,
 		FDP_INFO(FI_LOG_CORE, "a forked child cannot use its parent's DPDK port\n");
 		return -FI_ENODATA;
 	}
+	fdp_pool_port(); /* a failure is the domain's name (pool_error) */
 	if (!fdp_params.device || (!fdp_params.ip_ok && !fdp_params.pool_error)) {
 		FDP_INFO(FI_LOG_CORE, "FI_DPDK_DEVICE and FI_DPDK_IP must be set\n");
 		return -FI_ENODATA;

@@ -4,9 +4,11 @@
  * The pool directory holds "pool" (one line per port: "port I SOCKET IP/N
  * MAC") and portI.lock for each port. A process owns port I while it holds
  * a POSIX write lock on portI.lock: the kernel drops it when the process
- * dies, however (SIGKILL too), and a forked child does not inherit it (the
- * child is foreign to the parent's DPDK, fdp_eal.c). The lock's fd is
- * close-on-exec: a program exec'd by the holder claims a port of its own.
+ * dies, however (SIGKILL too), and a forked child does not inherit it: a
+ * child that needs the fabric claims a port of its own (fdp_pool_port), and
+ * its EAL is its own when its parent never started one (fdp_eal.c). The
+ * lock's fd is close-on-exec: a program exec'd by the holder claims a port
+ * of its own.
  *
  * The app's end of the port is net_virtio_user in server mode: OVS's
  * dpdkvhostuserclient connects to the socket and reconnects after a holder
@@ -39,6 +41,7 @@ static char claim_ip[64];
 static char claim_sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int claim_fd = -1;
 static int claim_index = -1;
+static pid_t claim_pid;  /* the process holding the lock on claim_fd */
 
 /* One "port I SOCKET IP MAC" line; 0, or -1 when it is not one. */
 static int parse_line(const char *line, int *index, char *sock, size_t sock_cap, char *ip,
@@ -84,19 +87,28 @@ static int try_lock(const char *pool, int index, int *err)
 	return fd;
 }
 
-static void take(int fd, int index, const char *sock, const char *ip, const char *mac)
+/* Take port index (its lock held on fd); false when a dead holder's socket
+ * file cannot be removed (another user's, in the pool's sticky directory):
+ * bind would fail on it, so the port is left to the next claimer. */
+static bool take(int fd, int index, const char *sock, const char *ip, const char *mac)
 {
+	/* the path is ours now: nobody else uses it */
+	if (unlink(sock) != 0 && errno != ENOENT) {
+		FDP_INFO(FI_LOG_CORE, "FI_DPDK_POOL port %d passed over: %s left by a previous "
+			 "holder: %s\n", index, sock, strerror(errno));
+		close(fd);
+		return false;
+	}
 	claim_fd = fd;
+	claim_pid = getpid();
 	claim_index = index;
 	strcpy(claim_sock, sock);
 	snprintf(claim_ip, sizeof(claim_ip), "%s", ip);
 	snprintf(claim_device, sizeof(claim_device),
 		 "net_virtio_user%d,path=%s,server=1,queues=1,mac=%s", index, sock, mac);
-	/* a dead holder's socket file: bind would fail on it (the port is
-	 * ours now, nobody else uses the path) */
-	unlink(sock);
 	fdp_params.device = claim_device;
 	fdp_params.ip = claim_ip;
+	return true;
 }
 
 /* No port: the reason becomes the device's (and domain's) name. */
@@ -114,11 +126,18 @@ static int refuse(const char *pool, const char *why, int ret)
 int fdp_claim(const char *pool)
 {
 	char path[PATH_MAX], line[512], sock[sizeof(claim_sock)], ip[64], mac[32];
-	int index, fd, err = 0, ports = 0, lines = 0, denied = 0;
+	int index, fd, err = 0, ports = 0, lines = 0, denied = 0, passed = 0;
 	FILE *f;
 
-	if (claim_fd >= 0)
+	if (claim_fd >= 0 && claim_pid == getpid())
 		return 0;
+	if (claim_fd >= 0) {
+		/* the parent's: closing it releases no lock of the parent's */
+		close(claim_fd);
+		claim_fd = -1;
+	}
+	fdp_params.device = NULL;
+	fdp_params.ip = NULL;
 	snprintf(path, sizeof(path), "%s/pool", pool);
 	f = fopen(path, "re");
 	if (!f) {
@@ -138,14 +157,15 @@ int fdp_claim(const char *pool)
 		}
 		ports++;
 		fd = try_lock(pool, index, &err);
-		if (fd >= 0) {
+		if (fd >= 0 && take(fd, index, sock, ip, mac)) {
 			fclose(f);
-			take(fd, index, sock, ip, mac);
 			FDP_INFO(FI_LOG_CORE, "FI_DPDK_POOL=%s: port %d (%s, %s)\n", pool, index,
 				 sock, ip);
 			return 0;
 		}
-		if (err != EAGAIN && err != EACCES)
+		if (fd >= 0)
+			passed++;
+		else if (err != EAGAIN && err != EACCES)
 			denied++;
 		else if (err == EACCES && access(pool, W_OK) != 0)
 			denied++;
@@ -156,8 +176,12 @@ int fdp_claim(const char *pool)
 			 "provider disabled\n", pool, strerror(err));
 		return refuse(pool, "port locks not writable", -FI_EACCES);
 	}
-	FDP_WARN(FI_LOG_CORE, "FI_DPDK_POOL=%s: all %d ports are taken; provider "
-		 "disabled\n", pool, ports);
+	if (passed)
+		FDP_WARN(FI_LOG_CORE, "FI_DPDK_POOL=%s: all %d ports are taken (%d by a socket "
+			 "file of another user); provider disabled\n", pool, ports, passed);
+	else
+		FDP_WARN(FI_LOG_CORE, "FI_DPDK_POOL=%s: all %d ports are taken; provider "
+			 "disabled\n", pool, ports);
 	return refuse(pool, ports ? "all ports taken" : "no ports", -FI_EBUSY);
 }
 

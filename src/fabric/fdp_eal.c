@@ -283,6 +283,7 @@ static int find_port(void)
 
 static int check_params(void)
 {
+	fdp_pool_port();
 	if (fdp_params.pool_error)
 		return -FI_EBUSY; /* said by fdp_claim */
 	if (!fdp_params.device) {
@@ -434,6 +435,7 @@ static int eal_join_running(void)
 static int eal_start_locked(void)
 {
 	struct eal_argv a = {.argc = 0};
+	struct fdp_fd_floor fd_floor;
 	struct thread_state ts;
 	char reason[256];
 	int ret, err;
@@ -452,7 +454,9 @@ static int eal_start_locked(void)
 		return ret;
 	}
 	log_stream_open();
+	fdp_fd_floor_begin(&fd_floor);
 	ret = eal_init_quiet(&a, &err, reason, sizeof(reason));
+	fdp_fd_floor_end(&fd_floor);
 	thread_state_restore(&ts);
 	argv_free(&a);
 	if (ret < 0 && err == EALREADY)

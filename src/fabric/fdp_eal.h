@@ -85,6 +85,17 @@ struct fdp_libprint {
 };
 void fdp_libprint_begin(struct fdp_libprint *lp) FDP_HIDDEN;
 void fdp_libprint_end(struct fdp_libprint *lp) FDP_HIDDEN;
+/* fdp_fd_floor.c: between begin and end, the free descriptor numbers below
+ * a floor (512, or half the soft RLIMIT_NOFILE if lower; none under 128)
+ * are held, so that the descriptors DPDK opens meanwhile are above the
+ * application's. Bracket rte_eal_init and a port's set-up. begin never
+ * fails (without memory or descriptors the floor is lower or absent). */
+struct fdp_fd_floor {
+	int *held;
+	int n;
+};
+void fdp_fd_floor_begin(struct fdp_fd_floor *f) FDP_HIDDEN;
+void fdp_fd_floor_end(struct fdp_fd_floor *f) FDP_HIDDEN;
 /* DPDK port id of FI_DPDK_DEVICE after fdp_eal_start succeeded. */
 uint16_t fdp_eal_port_id(void) FDP_HIDDEN;
 

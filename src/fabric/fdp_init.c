@@ -4,7 +4,9 @@
  * provider directory, so it only defines and reads parameters; the one
  * exception is a process configured for this provider (FI_DPDK_DEVICE and
  * FI_DPDK_IP set and valid), whose EAL start begins here in the background
- * (fdp_eal_start_early, FI_DPDK_EAL_EARLY=0 turns it off). */
+ * (fdp_eal_start_early, FI_DPDK_EAL_EARLY=0 turns it off). A process on a
+ * port pool (FI_DPDK_POOL) has no device yet at that point: it claims its
+ * port at first use (fdp_pool_port) and starts the EAL in fi_fabric. */
 #include "config.h"
 
 #include "fabric/fdp.h"
@@ -13,9 +15,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct fdp_params fdp_params = {
 	.mtu = 1500,
@@ -159,10 +163,11 @@ static void read_params(void)
 		fdp_params.ip = s;
 	s = NULL;
 	if (fi_param_get_str(&fdp_prov, "pool", &s) == FI_SUCCESS && s && *s) {
-		/* the pool's port and address replace FI_DPDK_DEVICE and FI_DPDK_IP */
+		/* the pool's port and address replace FI_DPDK_DEVICE and
+		 * FI_DPDK_IP, claimed at first use (fdp_pool_port) */
+		fdp_params.pool = s;
 		fdp_params.device = NULL;
 		fdp_params.ip = NULL;
-		fdp_claim(s);
 	}
 	s = NULL;
 	if (fi_param_get_str(&fdp_prov, "eal_args", &s) == FI_SUCCESS && s && *s)
@@ -219,6 +224,36 @@ static void read_params(void)
 	param_ip();
 }
 
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t pool_pid;   /* the process that claimed (protected by pool_lock) */
+static int pool_result;  /* its fdp_claim's result */
+
+/* A child forked while another thread claimed has the lock held by a thread
+ * it does not have; it claims anew anyway (pool_pid is not its pid). */
+static void pool_atfork_child(void)
+{
+	pthread_mutex_init(&pool_lock, NULL);
+}
+
+int fdp_pool_port(void)
+{
+	int ret;
+
+	if (!fdp_params.pool)
+		return 0;
+	pthread_mutex_lock(&pool_lock);
+	if (pool_pid != getpid()) {
+		pool_pid = getpid();
+		fdp_params.pool_error = NULL;
+		pool_result = fdp_claim(fdp_params.pool);
+		param_ip();
+		set_devargs();
+	}
+	ret = pool_result;
+	pthread_mutex_unlock(&pool_lock);
+	return ret;
+}
+
 FI_EXT_INI
 {
 	fi_param_define(&fdp_prov, "device", FI_PARAM_STRING,
@@ -264,6 +299,8 @@ FI_EXT_INI
 			"(fi_fabric then waits for it); no: start it in fi_fabric "
 			"(default: yes)");
 	read_params();
+	if (fdp_params.pool)
+		pthread_atfork(NULL, NULL, pool_atfork_child);
 	fdp_eal_start_early();
 	return &fdp_prov;
 }

@@ -192,6 +192,7 @@ static int port_configure(struct fdp_port *p)
 int fdp_port_get(struct fdp_port **out)
 {
 	struct fdp_libprint libprint;
+	struct fdp_fd_floor fd_floor;
 	struct fdp_port *p;
 	int ret;
 
@@ -231,7 +232,9 @@ int fdp_port_get(struct fdp_port **out)
 	/* net_af_xdp loads its XDP program here: libbpf's and libxdp's lines
 	 * go to our log, not the application's stderr */
 	fdp_libprint_begin(&libprint);
+	fdp_fd_floor_begin(&fd_floor);
 	ret = port_configure(p);
+	fdp_fd_floor_end(&fd_floor);
 	fdp_libprint_end(&libprint);
 	if (ret)
 		goto free;

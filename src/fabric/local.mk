@@ -27,6 +27,7 @@ src_fabric_libdpdk_fi_la_SOURCES = \
 	src/fabric/fdp_eal.c \
 	src/fabric/fdp_eal_files.c \
 	src/fabric/fdp_eal_quiet.c \
+	src/fabric/fdp_fd_floor.c \
 	src/fabric/fdp_eal.h \
 	src/fabric/fdp_enosys.c \
 	src/fabric/fdp_enosys.h \

@@ -247,6 +247,7 @@ static int load_env(struct stk_config *cfg, stk_getenv_fn env)
 		else
 			return bad_value(cfg, "FABSOCK_TCP_ACCEL", 1, "expected 0 or 1, got '%s'", v);
 	}
+	cfg->dpdk_pool = (v = env("FI_DPDK_POOL")) && v[0];
 	if ((v = env("FABSOCK_DISABLE"))) {
 		if (strcmp(v, "1") == 0)
 			cfg->enabled = false;

@@ -39,6 +39,8 @@ struct stk_config {
 	bool tcp_accel;         /* TCP on fabric providers (default; FABSOCK_TCP_ACCEL=0
 				 * keeps every TCP socket on the kernel) */
 	char application_id[64];
+	bool dpdk_pool;         /* FI_DPDK_POOL set: each process, a forked worker
+				 * too, claims a dpdk port of its own (stk_fab.h) */
 	struct stk_rules rules;
 };
 

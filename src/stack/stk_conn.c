@@ -517,7 +517,7 @@ static int attach_server(int fd, struct stk_conn **out, struct stk_attach_info *
 	return server_finish(conn, out, info);
 }
 
-void stk_conn_open_providers(void)
+static void open_providers(bool listener)
 {
 	const char *cursor = stk_cfg.providers;
 	char name[STK_FAB_NAME_MAX];
@@ -527,8 +527,13 @@ void stk_conn_open_providers(void)
 	if (stk_fab_load() != 0)
 		return;
 	while (next_provider(&cursor, name))
-		if (!stk_fab_per_address(name))
+		if (!stk_fab_per_address(name) && !(listener && stk_fab_opens_at_accept(name)))
 			stk_fab_get(name, NULL, &fab); /* failures are cached and logged there */
+}
+
+void stk_conn_open_providers(void)
+{
+	open_providers(false);
 }
 
 /* Is a provider that is not per-address (shm) open here? */
@@ -538,7 +543,8 @@ static bool shared_provider_open(void)
 	char name[STK_FAB_NAME_MAX];
 	struct stk_fab *fab;
 	while (next_provider(&cursor, name))
-		if (!stk_fab_per_address(name) && stk_fab_get(name, NULL, &fab) == 0)
+		if (!stk_fab_per_address(name) && !stk_fab_opens_at_accept(name) &&
+		    stk_fab_get(name, NULL, &fab) == 0)
 			return true;
 	return false;
 }
@@ -549,7 +555,7 @@ int stk_accel_listen(int listen_fd)
 	if (ret)
 		return ret;
 	stk_sys_dup_high_reserve(listen_fd);
-	stk_conn_open_providers();
+	open_providers(true);
 	/* A listener on one address whose clients can only get a per-address
 	 * provider (no shm here): open them for that address now, as the HELLO
 	 * of the first client will offer them (stk_conn_build_hello). A wildcard

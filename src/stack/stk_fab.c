@@ -3,6 +3,7 @@
  * forgotten in a forked child. */
 #include "config.h"
 #include "stack/stk_fab_int.h"
+#include "stack/stk_config.h"
 #include "stack/stk_stat.h"
 #include "stack/stk_counters.h"
 #include "stack/stk_thread.h"
@@ -93,6 +94,11 @@ bool stk_fab_per_address(const char *prov)
 		if (strcmp(prov, ip_listeners[i]) == 0)
 			return true;
 	return false;
+}
+
+bool stk_fab_opens_at_accept(const char *prov)
+{
+	return stk_cfg.dpdk_pool && strcmp(prov, "dpdk") == 0;
 }
 
 /* The table key and source address of prov for a connection whose local

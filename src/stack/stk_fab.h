@@ -68,6 +68,12 @@ int stk_fab_get_ready(const char *prov, const struct sockaddr *local, struct stk
 /* True for the providers that listen on IP ports (tcp, sockets, udp, verbs):
  * opened per local address, when a connection chooses or is offered them. */
 bool stk_fab_per_address(const char *prov);
+/* True for a provider a listener leaves closed until its first accepted
+ * connection offers it: dpdk on a port pool (stk_cfg.dpdk_pool), whose port
+ * and DPDK belong to the process that opens it and cannot be used by a
+ * forked child. Opened by a listener, a pre-fork server's master would own
+ * them and its workers could not open their own. */
+bool stk_fab_opens_at_accept(const char *prov);
 
 const char *stk_fab_name(const struct stk_fab *fab);   /* cfg name, e.g. "tcp" */
 /* The provider's fi_info addr_format (FI_SOCKADDR_IN, FI_ADDR_STR, ...): how a

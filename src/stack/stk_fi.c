@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct stk_fi stk_fi;
 
@@ -59,6 +60,24 @@ static bool app_handler(void (*h)(int))
 	return false;
 }
 
+/* libfabric reads its environment (FI_PROVIDER_PATH, each provider's
+ * FI_<PROV>_* parameters) once, when it first initialises its providers:
+ * that is done at load, in the environment of the process that loads it. A
+ * pre-fork server's listener loads libfabric in the master, and its workers
+ * may run with an environment of their own (nginx keeps TZ only). A
+ * fi_getinfo for a provider name nobody has initialises them all and
+ * returns no entry. */
+static void init_providers(const struct stk_fi *t)
+{
+	struct fi_info *hints = t->dupinfo(NULL), *info = NULL;
+	if (!hints)
+		return;
+	hints->fabric_attr->prov_name = strdup("fabsock-none");
+	if (t->getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info) == 0)
+		t->freeinfo(info);
+	t->freeinfo(hints);
+}
+
 static void load(void)
 {
 	note_objects();
@@ -87,6 +106,9 @@ static void load(void)
 			 "TCP stays on the kernel", STK_FI_SONAME);
 		return;
 	}
+	stk_fi_enter();
+	init_providers(&table);
+	stk_fi_leave();
 	stk_fi = table;
 	load_result = 0;
 }

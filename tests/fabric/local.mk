@@ -17,6 +17,16 @@ tests_fabric_test_fdp_dgram_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAG
 tests_fabric_test_fdp_dgram_LDADD = $(FABRIC_LIBS) $(CHECK_LIBS) -lpthread
 EXTRA_tests_fabric_test_fdp_dgram_DEPENDENCIES = src/fabric/libdpdk-fi.la
 
+# FI_DPDK_POOL's claim across fork (a pool directory made by the test, no
+# Open vSwitch, no EAL): a child claims a port of its own, loading claims
+# none, a full pool names the reason.
+check_PROGRAMS += tests/fabric/test_fdp_pool
+TESTS += tests/fabric/test_fdp_pool
+tests_fabric_test_fdp_pool_SOURCES = tests/fabric/test_fdp_pool.c
+tests_fabric_test_fdp_pool_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
+tests_fabric_test_fdp_pool_LDADD = $(FABRIC_LIBS) $(CHECK_LIBS)
+EXTRA_tests_fabric_test_fdp_pool_DEPENDENCIES = src/fabric/libdpdk-fi.la
+
 # What libfabric's man pages (checked by fabtests' getinfo_test, av_test,
 # cq_test) require of fi_getinfo's capability split, FI_EVENT/FI_SYNC_ERR
 # AV inserts with failing addresses, and fi_cq_signal; over net_ring0.
