@@ -144,17 +144,20 @@ PL_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	return ret;
 }
 
-void pl_decide_sender(int fd, struct stk_sock *sock, const void *dest, socklen_t dest_len)
+bool pl_decide_sender(int fd, struct stk_sock *sock, const void *dest, socklen_t dest_len)
 {
 	if (!sock || !dest)
-		return;
+		return false;
 	int saved_errno = errno;
 	pl_enter();
+	bool was_carried = stk_sock_state(sock) & STK_SOCK_CARRIED;
 	bool keep = stk_sock_send_to(sock, fd, dest, dest_len);
+	bool carried = keep && !was_carried && (stk_sock_state(sock) & STK_SOCK_CARRIED);
 	pl_leave();
 	if (!keep)
 		pl_untrack(fd);
 	errno = saved_errno;
+	return carried;
 }
 
 /* SO_ZEROCOPY on: MSG_ZEROCOPY completions come from the kernel socket's error

@@ -10,6 +10,7 @@
 #include "stack/stk_sock.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
+#include "stack/stk_udp.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -33,10 +34,12 @@ void stk_fork_migrate(void)
 void stk_fork_prepare(void)
 {
 	stk_migrate_atfork_prepare();
+	stk_udp_atfork_prepare();
 }
 
 void stk_fork_parent(void)
 {
+	stk_udp_atfork_parent();
 	stk_migrate_atfork_parent();
 }
 
@@ -44,6 +47,7 @@ void stk_fork_child(void)
 {
 	stk_counters_set_mirror(NULL); /* the parent's segment is not ours to count in */
 	stk_migrate_atfork_child();
+	stk_udp_atfork_child(); /* after the epoll sets' locks are the child's */
 	stk_stat_conn_atfork_child();
 }
 

@@ -1,0 +1,164 @@
+/* stk_udp: UDP sockets carried by the stack over the dpdk provider's raw UDP
+ * endpoint (FI_EP_DGRAM, FI_PROTO_UDP: the frame's UDP payload is the
+ * datagram, the address a sockaddr_in), so a launched program speaks plain
+ * UDP/IPv4 with any kernel peer through its DPDK port.
+ *
+ * Objects: one process-wide fabric, domain, AV and completion queue (struct
+ * stk_udp_fab, opened on the first accelerated UDP socket, never closed), and
+ * per accelerated socket (struct stk_udp) one endpoint bound to the socket's
+ * UDP port on the port's IP, with STK_UDP_SLOTS receive buffers always
+ * posted. A completion fills the next slot of its socket (the provider
+ * consumes an endpoint's receives in posting order); the reader copies it out
+ * and posts the slot again.
+ *
+ * The kernel socket stays: the app's fd is the kernel UDP socket, bound to
+ * the same port (getsockname, setsockopt, everything not listed here is the
+ * kernel's). Datagrams that reach it (loopback, another interface) are read
+ * too: a receive takes the fabric's datagram unless the fabric has none or
+ * every STK_UDP_KERNEL_EVERY-th receive, when the kernel socket is tried
+ * first (MSG_DONTWAIT on a private duplicate), so neither side starves.
+ * Datagrams to destinations outside the port's subnet (or larger than the
+ * port's MTU allows) go out through the kernel socket.
+ *
+ * Threads: any number of threads may receive and send on one socket; the
+ * receive side takes the socket's rx_lock, the send side no lock (the
+ * provider's endpoint is thread-safe); draining the completion queue takes
+ * the fabric's cq_lock (a trylock: a second drainer returns at once).
+ *
+ * Errors: -errno, as the stack everywhere. */
+#ifndef STK_UDP_H
+#define STK_UDP_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <rdma/fabric.h>
+
+#include "stack/stk_sock.h"
+#include "stack/stk_watch.h"
+
+#define STK_UDP_SLOTS 256        /* posted receives per socket (a power of 2) */
+#define STK_UDP_KERNEL_EVERY 16  /* a receive looks at the kernel socket first this often */
+#define STK_UDP_TX_RETRY_NS 200000000ull /* a send waits this long for ARP or room */
+
+/* One posted receive. ctx first: libfabric gets the slot as the context. */
+struct stk_udp_slot {
+	struct fi_context2 ctx;
+	struct stk_udp *owner;
+	uint8_t *data;            /* slot_size bytes */
+	uint32_t len;             /* the datagram's length (filled by progress) */
+	struct sockaddr_in src;   /* its source */
+	struct timespec stamp;    /* CLOCK_REALTIME when progress took it */
+};
+
+struct stk_udp {
+	struct stk_watch watch;   /* epoll items watching the socket */
+	int kfd;                  /* private duplicate of the kernel socket (cloexec) */
+	struct fid_ep *ep;
+	struct sockaddr_in local; /* the port's IP, the socket's UDP port */
+	struct stk_udp_slot *slots;
+	uint8_t *mem;
+	size_t slot_size;
+	pthread_mutex_t rx_lock;
+	unsigned head;            /* protected by rx_lock: next slot to read */
+	unsigned done;            /* atomic (written under cq_lock): completions taken */
+	unsigned rx_turn;         /* protected by rx_lock: receives since the kernel's turn */
+	uint64_t generation;      /* atomic: moves with every arrival */
+	uint64_t peer;            /* atomic: connected peer (stk_udp_key), 0: none */
+	uint64_t tx_cache;        /* atomic: last destination key << 16 | AV index + 1 */
+	bool nonblock;            /* atomic */
+	bool dead;                /* set under cq_lock at close: completions dropped */
+	struct stk_sock *sock;    /* the socket carried (registry, for fork) */
+	struct stk_udp *next, *prev; /* protected by the registry's lock */
+};
+
+/* (IPv4 address, port) in one word, both in network order; 0 for none. */
+static inline uint64_t stk_udp_key(const struct sockaddr_in *sa)
+{
+	return (uint64_t)sa->sin_addr.s_addr << 16 | sa->sin_port;
+}
+
+/* ---- stk_udp.c: the socket ---- */
+
+/* The rules chose to accelerate sock (a UDP socket, fd its kernel socket):
+ * attach it to the dpdk port (binding the kernel socket to a port first when
+ * it has none). NULL when attached, else why the kernel keeps it: no dpdk in
+ * the provider list, the port cannot open, an IPv6 socket, a local address
+ * that is neither the wildcard nor the port's IP, the port taken. */
+const char *stk_udp_accelerate(struct stk_sock *sock, int fd);
+/* connect() on the kernel socket returned kernel_ret (0 or -errno): the
+ * socket's peer follows the kernel's (getpeername; AF_UNSPEC disconnects). */
+void stk_udp_connected(struct stk_sock *sock, int fd, int kernel_ret);
+/* The last reference: the endpoint closes, unread datagrams are dropped. */
+void stk_udp_close(struct stk_sock *sock);
+/* The socket's operations (stk_sock.h). */
+extern const struct stk_sock_ops stk_udp_ops;
+/* fork: the child's accelerated UDP sockets become plain kernel sockets (the
+ * port and every datagram the fabric took stay the parent's; epoll sets
+ * holding them hand them to their kernel sets), and the child accelerates
+ * no UDP socket of its own. prepare/parent hold the registry's lock. */
+void stk_udp_atfork_prepare(void);
+void stk_udp_atfork_parent(void);
+void stk_udp_atfork_child(void);
+
+/* ---- stk_udp_fab.c: the process's fabric ---- */
+
+struct stk_udp_fab;
+/* The fabric, opened on first use (a failure is cached). 0 or -errno. */
+int stk_udp_fab_get(struct stk_udp_fab **out);
+/* The port's IP and subnet mask (network order). */
+void stk_udp_fab_subnet(const struct stk_udp_fab *fab, uint32_t *ip, uint32_t *mask);
+/* Largest datagram the port carries in one frame. */
+size_t stk_udp_fab_max_msg(const struct stk_udp_fab *fab);
+/* Open udp's endpoint on udp->local (port set) with its slots posted. */
+int stk_udp_fab_open_ep(struct stk_udp_fab *fab, struct stk_udp *udp);
+/* Close udp's endpoint; no completion for it is delivered after this. */
+void stk_udp_fab_close_ep(struct stk_udp_fab *fab, struct stk_udp *udp);
+/* Post slot again after its datagram was read. */
+int stk_udp_fab_repost(struct stk_udp *udp, struct stk_udp_slot *slot);
+/* Drain the completion queue (trylock): the number of completions taken. */
+int stk_udp_fab_progress(struct stk_udp_fab *fab);
+/* Send one datagram (iov, at most 4 entries after merging) to dest: its
+ * length, -EAGAIN (no room within STK_UDP_TX_RETRY_NS when dontwait is
+ * false, at once otherwise), -EMSGSIZE, -EHOSTUNREACH, -ENOBUFS (AV full). */
+ssize_t stk_udp_fab_send(struct stk_udp_fab *fab, struct stk_udp *udp,
+			 const struct sockaddr_in *dest, const struct iovec *iov, int iovcnt,
+			 bool dontwait);
+/* Sleeping: the completion queue's wait fd (-1: none), fi_trywait, and a
+ * grace period after which no drain that began before is still delivering. */
+int stk_udp_fab_wait_fd(const struct stk_udp_fab *fab);
+bool stk_udp_fab_trywait(struct stk_udp_fab *fab);
+void stk_udp_fab_quiesce(struct stk_udp_fab *fab);
+/* The process's fabric once opened, or NULL. */
+struct stk_udp_fab *stk_udp_fab_current(void);
+/* fork child: forget the parent's fabric without touching it; no UDP
+ * socket of the child is accelerated. */
+void stk_udp_fab_atfork_child(void);
+
+/* ---- stk_udp_rx.c: receiving ---- */
+
+/* Datagrams of the fabric waiting in udp (progress first when none). */
+unsigned stk_udp_rx_pending(struct stk_udp *udp, bool progress);
+/* The receive calls of stk_udp_ops. */
+ssize_t stk_udp_recvmsg(struct stk_sock *sock, struct msghdr *msg, int flags);
+ssize_t stk_udp_recvfrom(struct stk_sock *sock, void *buf, size_t len, int flags,
+			 struct sockaddr *addr, socklen_t *alen);
+ssize_t stk_udp_recvv(struct stk_sock *sock, const struct iovec *iov, int iovcnt, int flags);
+int stk_udp_recvmmsg(struct stk_sock *sock, struct mmsghdr *vec, unsigned int vlen, int flags,
+		     struct timespec *timeout);
+/* FIONREAD: the length of the next datagram (fabric or kernel), 0 for none. */
+int stk_udp_next_len(struct stk_udp *udp);
+
+/* ---- stk_udp_ready.c: readiness ---- */
+
+/* What stands for udp where readiness code expects a connection. */
+struct stk_conn *stk_udp_ready_obj(struct stk_udp *udp);
+/* Install the readiness operations of UDP sockets (stk_ready.h); once. */
+void stk_udp_ready_install(void);
+/* udp closes: every epoll set forgets it. */
+void stk_udp_ready_closed(struct stk_udp *udp);
+
+#endif

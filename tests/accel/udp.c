@@ -1,0 +1,324 @@
+/* udp: a UDP program for tests/accel/udp.sh, run under the launcher on a
+ * dpdk port against a plain kernel peer (udp_peer.py).
+ *
+ *   udp PORT PEER_IP ECHO_PORT COUNT
+ *
+ * Server: a socket bound to INADDR_ANY:PORT echoes every datagram to its
+ * source until the peer's "END", taking each one through another call:
+ * poll (mixed with a pipe) + recvfrom, epoll + recvmsg(MSG_DONTWAIT),
+ * recvmmsg(MSG_WAITFORONE), select + FIONREAD + MSG_PEEK (and a truncated
+ * MSG_PEEK|MSG_TRUNC) + recvmsg into two iovecs. Client: an unbound socket
+ * connects to PEER_IP:ECHO_PORT, sends COUNT numbered datagrams in sendmmsg
+ * batches and checks every echo byte for byte (recvmmsg), retrying lost
+ * ones; then disconnects (AF_UNSPEC) and does one sendto/recvfrom with the
+ * source checked. Fork: the child's copy of the server socket is a kernel
+ * socket (nothing pending, a datagram sent and its echo received through
+ * the kernel), while the parent's stays accelerated. Prints "ok" and exits
+ * 0, or a reason and exits 1. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_DGRAM 1472
+#define BATCH 8
+#define DEADLINE_S 60
+
+static time_t start;
+
+static void fail(const char *what)
+{
+	printf("FAIL: %s (errno %d %s)\n", what, errno, strerror(errno));
+	fflush(stdout);
+	exit(1);
+}
+
+static void check_time(void)
+{
+	if (time(NULL) - start > DEADLINE_S)
+		fail("out of time");
+}
+
+/* The payload of datagram seq: its number, then bytes derived from it. */
+static size_t payload(unsigned seq, uint8_t *p)
+{
+	size_t len = 4 + (seq * 37u) % (MAX_DGRAM - 4);
+	memcpy(p, &seq, 4);
+	uint32_t x = seq * 2654435761u + 1;
+	for (size_t i = 4; i < len; i++) {
+		x = x * 1103515245u + 12345u;
+		p[i] = (uint8_t)(x >> 16);
+	}
+	return len;
+}
+
+static int wait_fd(int fd, short ev, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = ev };
+	return poll(&p, 1, ms);
+}
+
+/* One datagram by the call of turn i; its length, source in *src. */
+static ssize_t server_take(int s, int ep, int pipe_rd, unsigned i, uint8_t *buf,
+			   struct sockaddr_in *src)
+{
+	socklen_t alen = sizeof(*src);
+	ssize_t n;
+	switch (i % 4) {
+	case 0: {
+		struct pollfd p[2] = { { .fd = pipe_rd, .events = POLLIN }, { .fd = s, .events = POLLIN } };
+		if (poll(p, 2, 10000) != 1 || !(p[1].revents & POLLIN) || p[0].revents)
+			fail("poll: the socket should be the only one ready");
+		return recvfrom(s, buf, 65536, 0, (struct sockaddr *)src, &alen);
+	}
+	case 1: {
+		struct epoll_event ev;
+		if (epoll_wait(ep, &ev, 1, 10000) != 1 || ev.data.u32 != 7)
+			fail("epoll_wait: the socket should be ready");
+		struct iovec iov = { .iov_base = buf, .iov_len = 65536 };
+		struct msghdr m = { .msg_name = src, .msg_namelen = sizeof(*src), .msg_iov = &iov,
+				    .msg_iovlen = 1 };
+		n = recvmsg(s, &m, MSG_DONTWAIT);
+		if (n >= 0 && (m.msg_namelen != sizeof(*src) || m.msg_flags))
+			fail("recvmsg: name length or flags");
+		return n;
+	}
+	case 2: {
+		struct mmsghdr v[1];
+		struct iovec iov = { .iov_base = buf, .iov_len = 65536 };
+		memset(v, 0, sizeof(v));
+		v[0].msg_hdr = (struct msghdr){ .msg_name = src, .msg_namelen = sizeof(*src),
+						.msg_iov = &iov, .msg_iovlen = 1 };
+		int r = recvmmsg(s, v, 1, MSG_WAITFORONE, NULL);
+		return r == 1 ? (ssize_t)v[0].msg_len : -1;
+	}
+	default: {
+		fd_set r;
+		FD_ZERO(&r);
+		FD_SET(s, &r);
+		struct timeval tv = { .tv_sec = 10 };
+		if (select(s + 1, &r, NULL, NULL, &tv) != 1)
+			fail("select: the socket should be ready");
+		int avail = -1;
+		if (ioctl(s, FIONREAD, &avail) != 0)
+			fail("FIONREAD");
+		n = recv(s, buf, 65536, MSG_PEEK);
+		if (n != avail)
+			fail("FIONREAD is not the next datagram's length");
+		if (n > 2) { /* truncated peek: the full length and MSG_TRUNC */
+			struct iovec iov = { .iov_base = buf, .iov_len = (size_t)n / 2 };
+			struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+			if (recvmsg(s, &m, MSG_PEEK | MSG_TRUNC) != n || !(m.msg_flags & MSG_TRUNC))
+				fail("MSG_PEEK|MSG_TRUNC of a truncated datagram");
+		}
+		struct iovec iov[2] = { { .iov_base = buf, .iov_len = 8 },
+					{ .iov_base = buf + 8, .iov_len = 65536 - 8 } };
+		struct msghdr m = { .msg_name = src, .msg_namelen = sizeof(*src), .msg_iov = iov,
+				    .msg_iovlen = 2 };
+		ssize_t got = recvmsg(s, &m, 0);
+		if (got != n)
+			fail("recvmsg after MSG_PEEK: another datagram");
+		return got;
+	}
+	}
+}
+
+static void server(int s)
+{
+	int pipefd[2];
+	if (pipe(pipefd) != 0)
+		fail("pipe");
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 7 };
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) != 0)
+		fail("epoll");
+	static uint8_t buf[65536];
+	unsigned echoed = 0;
+	for (unsigned i = 0;; i++) {
+		check_time();
+		struct sockaddr_in src;
+		ssize_t n = server_take(s, ep, pipefd[0], i, buf, &src);
+		if (n < 0)
+			fail("server receive");
+		if (sendto(s, buf, (size_t)n, 0, (struct sockaddr *)&src, sizeof(src)) != n)
+			fail("server sendto");
+		echoed++;
+		if (n == 3 && memcmp(buf, "END", 3) == 0)
+			break;
+	}
+	char dummy;
+	if (recv(s, &dummy, 1, MSG_DONTWAIT) != -1 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+		/* a repeated END may still come: drain, then check EAGAIN */
+		while (recv(s, &dummy, 1, MSG_DONTWAIT) >= 0)
+			check_time();
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			fail("MSG_DONTWAIT on an empty socket: not EAGAIN");
+	}
+	fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
+	if (recv(s, &dummy, 1, 0) != -1 || (errno != EAGAIN && errno != EWOULDBLOCK))
+		fail("O_NONBLOCK on an empty socket: not EAGAIN");
+	printf("server echoed %u\n", echoed);
+	close(ep);
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
+
+/* Send the not yet echoed datagrams of [base, base + n) (sendmmsg), take
+ * echoes (recvmmsg) until all came or 300 ms passed. */
+static void client_window(int c, unsigned base, unsigned n, unsigned char *ok)
+{
+	static uint8_t out[BATCH][MAX_DGRAM], in[BATCH][65536];
+	struct mmsghdr v[BATCH];
+	struct iovec iov[BATCH];
+	unsigned k = 0;
+	for (unsigned j = 0; j < n; j++) {
+		if (ok[j])
+			continue;
+		iov[k] = (struct iovec){ .iov_base = out[k], .iov_len = payload(base + j, out[k]) };
+		memset(&v[k], 0, sizeof(v[k]));
+		v[k].msg_hdr.msg_iov = &iov[k];
+		v[k].msg_hdr.msg_iovlen = 1;
+		k++;
+	}
+	if (k == 0)
+		return;
+	if (sendmmsg(c, v, k, 0) != (int)k)
+		fail("sendmmsg");
+	while (wait_fd(c, POLLIN, 300) == 1) {
+		for (unsigned j = 0; j < BATCH; j++) {
+			iov[j] = (struct iovec){ .iov_base = in[j], .iov_len = sizeof(in[j]) };
+			memset(&v[j], 0, sizeof(v[j]));
+			v[j].msg_hdr.msg_iov = &iov[j];
+			v[j].msg_hdr.msg_iovlen = 1;
+		}
+		int r = recvmmsg(c, v, BATCH, MSG_DONTWAIT, NULL);
+		if (r < 0)
+			fail("recvmmsg");
+		for (int j = 0; j < r; j++) {
+			unsigned seq;
+			uint8_t want[MAX_DGRAM];
+			memcpy(&seq, in[j], 4);
+			size_t len = payload(seq, want);
+			if (v[j].msg_len != len || memcmp(in[j], want, len) != 0)
+				fail("client: an echo differs from what was sent");
+			if (seq >= base && seq < base + n)
+				ok[seq - base] = 1;
+		}
+		unsigned missing = 0;
+		for (unsigned j = 0; j < n; j++)
+			missing += !ok[j];
+		if (!missing)
+			return;
+	}
+}
+
+/* The child's socket is the kernel's: empty, and a round trip through it. */
+static void forked(int s, const char *peer_ip, unsigned port)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		fail("fork");
+	if (pid > 0) {
+		int status;
+		if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
+			fail("the forked child failed");
+		return;
+	}
+	char b[64];
+	if (recv(s, b, sizeof(b), MSG_DONTWAIT) != -1 || (errno != EAGAIN && errno != EWOULDBLOCK))
+		fail("child: the inherited socket is not empty");
+	struct sockaddr_in peer = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, peer_ip, &peer.sin_addr);
+	for (int tries = 0; tries < 20; tries++) {
+		if (sendto(s, "child", 5, 0, (struct sockaddr *)&peer, sizeof(peer)) != 5)
+			fail("child: sendto");
+		if (wait_fd(s, POLLIN, 300) == 1 && recv(s, b, sizeof(b), 0) == 5 &&
+		    memcmp(b, "child", 5) == 0) {
+			printf("child: echo through the kernel socket\n");
+			_exit(0);
+		}
+	}
+	fail("child: no echo through the kernel socket");
+}
+
+static void client(const char *peer_ip, unsigned port, unsigned count)
+{
+	int c = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in peer = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, peer_ip, &peer.sin_addr);
+	if (c < 0 || connect(c, (struct sockaddr *)&peer, sizeof(peer)) != 0)
+		fail("client connect");
+	for (unsigned base = 0; base < count; base += BATCH) {
+		unsigned n = count - base < BATCH ? count - base : BATCH;
+		unsigned char ok[BATCH] = { 0 };
+		for (int tries = 0; tries < 20; tries++) {
+			check_time();
+			client_window(c, base, n, ok);
+			if (memchr(ok, 0, n) == NULL)
+				break;
+		}
+		if (memchr(ok, 0, n) != NULL)
+			fail("client: echoes missing after 20 tries");
+	}
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	if (connect(c, &unspec, sizeof(unspec)) != 0)
+		fail("disconnect (AF_UNSPEC)");
+	if (send(c, "x", 1, 0) != -1 || errno != EDESTADDRREQ)
+		fail("send after disconnect: not EDESTADDRREQ");
+	uint8_t p[MAX_DGRAM], got[65536];
+	size_t len = payload(count, p);
+	for (int tries = 0;; tries++) {
+		if (tries == 20)
+			fail("sendto/recvfrom after disconnect: no echo");
+		if (sendto(c, p, len, 0, (struct sockaddr *)&peer, sizeof(peer)) != (ssize_t)len)
+			fail("sendto after disconnect");
+		if (wait_fd(c, POLLIN, 300) != 1)
+			continue;
+		struct sockaddr_in src;
+		socklen_t alen = sizeof(src);
+		ssize_t n = recvfrom(c, got, sizeof(got), 0, (struct sockaddr *)&src, &alen);
+		if (n != (ssize_t)len || memcmp(got, p, len) != 0 || alen != sizeof(src) ||
+		    src.sin_addr.s_addr != peer.sin_addr.s_addr || src.sin_port != peer.sin_port)
+			fail("recvfrom after disconnect: bytes or source differ");
+		break;
+	}
+	printf("client checked %u\n", count + 1);
+	close(c);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 5) {
+		fprintf(stderr, "usage: udp PORT PEER_IP ECHO_PORT COUNT\n");
+		return 2;
+	}
+	start = time(NULL);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)strtoul(argv[1], NULL, 10)) };
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) != 0)
+		fail("bind");
+	char dummy;
+	if (recv(s, &dummy, 1, MSG_DONTWAIT) != -1 || (errno != EAGAIN && errno != EWOULDBLOCK))
+		fail("MSG_DONTWAIT before any datagram: not EAGAIN");
+	printf("listening\n");
+	server(s);
+	forked(s, argv[2], (unsigned)strtoul(argv[3], NULL, 10));
+	client(argv[2], (unsigned)strtoul(argv[3], NULL, 10), (unsigned)strtoul(argv[4], NULL, 10));
+	close(s);
+	printf("ok\n");
+	return 0;
+}

@@ -1,0 +1,81 @@
+#!/bin/sh
+# UDP over the dpdk provider's raw UDP endpoint against a plain kernel peer:
+# network namespaces A and B joined by a veth pair. In A, tests/accel/udp is
+# launched on net_af_packet on A's veth end, the port's IP 198.18.9.1 (not the
+# kernel's; A's kernel has 198.19.9.1 on the same link). In B, udp_peer.py
+# (python3, no libfabsock) has both 198.18.9.2 and 198.19.9.2. The peer sends
+# numbered datagrams to the port's IP (dpdk) and some to A's kernel address
+# (the launched socket's kernel side); the program echoes each through
+# another receive call (poll/epoll/select mixed with kernel fds, recvmmsg,
+# MSG_PEEK, MSG_TRUNC, FIONREAD), then acts as a connected client of the
+# peer's echo port (sendmmsg/recvmmsg), disconnects and sends once more.
+# Every datagram is checked byte for byte on both sides, and the counters
+# must show the traffic went over dpdk: a silent fallback to the kernel
+# fails, and so does kernel UDP traffic in A beyond the kernel-path share.
+. "${top_srcdir:?run from make check or set top_srcdir}/tests/lib/common.sh"
+. "$top_srcdir/tests/lib/netns.sh"
+fsk_setup accel-udp
+fsk_need_preload
+fsk_need_cmd ip "$FSK_PYTHON"
+prog="$top_builddir/tests/accel/udp"
+[ -x "$prog" ] || fsk_fail "$prog not built (make check builds it)"
+[ -e "$top_builddir/src/fabric/.libs/libdpdk-fi.so" ] || fsk_fail "libdpdk-fi.so not built"
+
+count=${FSK_UDP_COUNT:-400}
+kcount=24
+id=$$
+nsa=fsua$id nsb=fsub$id
+fsk_exit_hook=fsk_netns_destroy
+fsk_netns_create "$nsa" "$nsb" ||
+	{ fsk_netns_destroy; fsk_skip "cannot create network namespaces here (need root / CAP_SYS_ADMIN)"; }
+fsk_netns_veth "$nsa" "$nsb" "fua$id" "fub$id" 198.19.9.1/24 198.19.9.2/24 || fsk_fail "veth pair"
+ip -n "$nsb" addr add 198.18.9.2/24 dev "fub$id" || fsk_fail "peer address"
+# connect() of a UDP socket is the kernel's too: it needs a route to the peer
+ip -n "$nsa" route add 198.18.9.0/24 dev "fua$id" || fsk_fail "route to the port's subnet"
+
+udp_in() { ip netns exec "$nsa" awk '/^Udp:/ { if (h) print $2; h = 1 }' /proc/net/snmp; }
+udp_out() { ip netns exec "$nsa" awk '/^Udp:/ { if (h) print $5; h = 1 }' /proc/net/snmp; }
+in0=$(udp_in) out0=$(udp_out)
+
+T=$fsk_tmp
+fsk_bg ip netns exec "$nsa" nice timeout -k 5 90 "$FSK_LAUNCHER" --log info --log-file "$T/app.log" \
+	--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk -- \
+	"$prog" 7001 198.18.9.2 7002 "$count" >"$T/app.out" 2>"$T/app.err"
+app=$fsk_last_pid
+i=0
+until grep -q listening "$T/app.out" 2>/dev/null; do
+	sleep 0.1
+	i=$((i + 1))
+	if [ $i -ge 300 ] || ! kill -0 "$app" 2>/dev/null; then
+		cat "$T/app.out" "$T/app.err"; tail -n 20 "$T/app.log"
+		fsk_fail "the launched program did not start"
+	fi
+done
+fsk_bg ip netns exec "$nsb" nice timeout -k 5 90 "$FSK_PYTHON" "$top_srcdir/tests/accel/udp_peer.py" \
+	198.18.9.1 7001 198.19.9.1 "$count" "$kcount" 7002 "fub$id" >"$T/peer.out" 2>&1
+wait "$app"
+rc=$?
+cat "$T/app.out" "$T/peer.out"
+if [ $rc -ne 0 ] || ! grep -q '^ok$' "$T/app.out" || ! grep -q 'echoes ok' "$T/peer.out"; then
+	cat "$T/app.err"
+	grep -a 'warn\|error' "$T/app.log" | tail -n 20
+	fsk_fail "the UDP exchange failed (program exit $rc)"
+fi
+in1=$(udp_in) out1=$(udp_out)
+
+c() { fsk_counter "$T/app.log" "$1"; }
+socks=$(c udp_accel_dpdk) tx=$(c datagrams_tx_dpdk) rx=$(c datagrams_rx_dpdk)
+krx=$(c udp_kernel_rx) ktx=$(c udp_kernel_tx)
+echo "counters: udp_accel_dpdk $socks, datagrams_tx_dpdk $tx, datagrams_rx_dpdk $rx," \
+	"udp_kernel_rx $krx, udp_kernel_tx $ktx"
+echo "kernel UDP in namespace A: InDatagrams +$((in1 - in0)), OutDatagrams +$((out1 - out0))"
+[ "$socks" -ge 2 ] || fsk_fail "udp_accel_dpdk $socks: the sockets were not accelerated"
+# server: count + END echoed; client: count + 1 sent and echoed
+[ "$rx" -ge $((2 * count + 2)) ] || fsk_fail "datagrams_rx_dpdk $rx: fewer than $((2 * count + 2))"
+[ "$tx" -ge $((2 * count + 2)) ] || fsk_fail "datagrams_tx_dpdk $tx: fewer than $((2 * count + 2))"
+[ "$krx" -ge "$kcount" ] || fsk_fail "udp_kernel_rx $krx: the kernel side was not read ($kcount sent there)"
+# the kernel carried the kernel-path share only (with its retries)
+limit=$((4 * kcount + 16))
+[ $((in1 - in0)) -le $limit ] || fsk_fail "kernel UDP InDatagrams in A grew by $((in1 - in0)) (limit $limit)"
+[ $((out1 - out0)) -le $limit ] || fsk_fail "kernel UDP OutDatagrams in A grew by $((out1 - out0)) (limit $limit)"
+echo "PASS: $count datagrams each way over dpdk, $kcount through the kernel socket, byte-exact"
