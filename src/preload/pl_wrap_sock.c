@@ -164,6 +164,12 @@ bool pl_decide_sender(int fd, struct stk_sock *sock, const void *dest, socklen_t
  * queue, so the kernel carries the socket (stk_sock_zerocopy). */
 PL_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
+	struct stk_sock *tracked = pl_tracked(fd);
+	if (tracked) {
+		int done = stk_sock_setsockopt(tracked, fd, level, name, val, len);
+		if (done != STK_KERNEL)
+			return (int)pl_ret(done);
+	}
 	int ret = PL_REAL(setsockopt)(fd, level, name, val, len);
 	if (__builtin_expect(level == SOL_SOCKET && name == SO_ZEROCOPY, 0) && ret == 0 &&
 	    val && len >= sizeof(int) && *(const int *)val != 0) {

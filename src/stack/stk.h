@@ -128,6 +128,12 @@ bool stk_sock_send_to(struct stk_sock *sock, int fd, const struct sockaddr *dest
 /* newfd was accepted on listener: a new handle (one reference, the caller's)
  * whose connection negotiates lazily, or NULL (the kernel keeps it). */
 struct stk_sock *stk_sock_accepted(struct stk_sock *listener, int newfd);
+/* setsockopt(fd, level, name, val, len) on a tracked socket, before the real
+ * call: performed here (0 or -errno) or STK_KERNEL (the real call, as asked).
+ * An accelerated UDP socket joins and leaves multicast groups on its port,
+ * and follows the options that change its datagrams (stk_udp.h). */
+int stk_sock_setsockopt(struct stk_sock *sock, int fd, int level, int name, const void *val,
+			socklen_t len);
 /* setsockopt(SO_ZEROCOPY, 1) succeeded on fd: the kernel carries the socket
  * from now on (a connection migrates or settles there). Returns keep. */
 bool stk_sock_zerocopy(struct stk_sock *sock, int fd);

@@ -129,6 +129,14 @@ struct stk_sock *stk_sock_accepted(struct stk_sock *listener, int newfd)
 	return stk_accel_accepted(listener, newfd);
 }
 
+int stk_sock_setsockopt(struct stk_sock *sock, int fd, int level, int name, const void *val,
+			socklen_t len)
+{
+	if (!sock->udp)
+		return STK_KERNEL;
+	return stk_udp_setsockopt(sock, fd, level, name, val, len);
+}
+
 bool stk_sock_zerocopy(struct stk_sock *sock, int fd)
 {
 	return !stk_accel_zerocopy(sock, fd);

@@ -128,13 +128,15 @@ static const char *attach(struct stk_sock *sock, int fd)
 		return "the kernel socket has no IPv4 port";
 	uint32_t ip, mask;
 	stk_udp_fab_subnet(fab, &ip, &mask);
-	if (local.sin_addr.s_addr != INADDR_ANY && local.sin_addr.s_addr != ip)
+	if (local.sin_addr.s_addr != INADDR_ANY && local.sin_addr.s_addr != ip &&
+	    !IN_MULTICAST(ntohl(local.sin_addr.s_addr)))
 		return "bound to an address that is not the dpdk port's";
 	struct stk_udp *udp = udp_alloc(stk_udp_fab_max_msg(fab));
 	if (!udp)
 		return "out of memory";
 	udp->local = local;
 	udp->local.sin_addr.s_addr = ip;
+	stk_udp_opts_load(udp, fd);
 	udp->kfd = stk_sys_dup_high(fd);
 	if (udp->kfd < 0) {
 		udp_free(udp);
@@ -190,6 +192,7 @@ void stk_udp_close(struct stk_sock *sock)
 	struct stk_udp *udp = sock->udp;
 	struct stk_udp_fab *fab = stk_udp_fab_current();
 	registry_del(udp);
+	stk_udp_mc_leave_all(udp);
 	if (fab)
 		stk_udp_fab_close_ep(fab, udp);
 	stk_udp_ready_closed(udp);
@@ -227,12 +230,17 @@ void stk_udp_atfork_child(void)
 
 /* ---- sending ---- */
 
-static bool on_port_subnet(const struct stk_udp_fab *fab, const struct sockaddr_in *dest)
+/* Through the port: an address on its subnet, or a group when the multicast
+ * options allow (stk_udp_mc_via_port). */
+static bool via_port(const struct stk_udp_fab *fab, struct stk_udp *udp,
+		     const struct sockaddr_in *dest)
 {
 	uint32_t ip, mask;
 	stk_udp_fab_subnet(fab, &ip, &mask);
 	uint32_t host = ntohl(dest->sin_addr.s_addr);
-	if (IN_MULTICAST(host) || dest->sin_addr.s_addr == INADDR_BROADCAST ||
+	if (IN_MULTICAST(host))
+		return dest->sin_port != 0 && stk_udp_mc_via_port(udp, ip);
+	if (dest->sin_addr.s_addr == INADDR_BROADCAST ||
 	    dest->sin_addr.s_addr == ip || dest->sin_port == 0)
 		return false;
 	if ((dest->sin_addr.s_addr & ~mask) == (~mask & 0xffffffffu))
@@ -264,7 +272,7 @@ static ssize_t udp_send(struct stk_sock *sock, const struct iovec *iov, int iovc
 		dest.sin_addr.s_addr = (uint32_t)(peer >> 16);
 		dest.sin_port = (uint16_t)peer;
 	}
-	if (!fab || !on_port_subnet(fab, &dest) || (flags & MSG_CONFIRM))
+	if (!fab || !via_port(fab, udp, &dest) || (flags & MSG_CONFIRM))
 		goto kernel;
 	for (int i = 0; i < iovcnt; i++)
 		if (iov[i].iov_len && stk_wait_bad_user_range(iov[i].iov_base, iov[i].iov_len))

@@ -43,6 +43,12 @@
 #define STK_UDP_SLOTS 256        /* posted receives per socket (a power of 2) */
 #define STK_UDP_KERNEL_EVERY 16  /* a receive looks at the kernel socket first this often */
 #define STK_UDP_TX_RETRY_NS 200000000ull /* a send waits this long for ARP or room */
+#define STK_UDP_MC_MAX 20        /* memberships per socket (the kernel's IP_MAX_MEMBERSHIPS) */
+
+/* What recvmsg adds to a datagram of the port (options of the socket). */
+#define STK_UDP_CMSG_PKTINFO 0x1      /* IP_PKTINFO */
+#define STK_UDP_CMSG_TIMESTAMP 0x2    /* SO_TIMESTAMP */
+#define STK_UDP_CMSG_TIMESTAMPNS 0x4  /* SO_TIMESTAMPNS */
 
 /* One posted receive. ctx first: libfabric gets the slot as the context. */
 struct stk_udp_slot {
@@ -71,6 +77,15 @@ struct stk_udp {
 	uint64_t tx_cache;        /* atomic: last destination key << 16 | AV index + 1 */
 	bool nonblock;            /* atomic */
 	bool dead;                /* set under cq_lock at close: completions dropped */
+	unsigned cmsgs;           /* atomic: STK_UDP_CMSG_* */
+	int mc_ttl;               /* atomic: IP_MULTICAST_TTL */
+	uint32_t mc_if;           /* atomic: IP_MULTICAST_IF (network order, 0: any) */
+	/* groups joined on the port, protected by rx_lock */
+	struct stk_udp_mc {
+		uint32_t group;       /* network order */
+		struct fid_mc *mc;
+	} mcs[STK_UDP_MC_MAX];
+	unsigned nmcs;
 	struct stk_sock *sock;    /* the socket carried (registry, for fork) */
 	struct stk_udp *next, *prev; /* protected by the registry's lock */
 };
@@ -115,6 +130,11 @@ void stk_udp_fab_subnet(const struct stk_udp_fab *fab, uint32_t *ip, uint32_t *m
 size_t stk_udp_fab_max_msg(const struct stk_udp_fab *fab);
 /* Open udp's endpoint on udp->local (port set) with its slots posted. */
 int stk_udp_fab_open_ep(struct stk_udp_fab *fab, struct stk_udp *udp);
+/* Join group (network order) on udp's endpoint for its own UDP port; leave
+ * it. -errno. */
+int stk_udp_fab_join(struct stk_udp_fab *fab, struct stk_udp *udp, uint32_t group,
+		     struct fid_mc **out);
+void stk_udp_fab_leave(struct stk_udp_fab *fab, struct fid_mc *mc);
 /* Close udp's endpoint; no completion for it is delivered after this. */
 void stk_udp_fab_close_ep(struct stk_udp_fab *fab, struct stk_udp *udp);
 /* Post slot again after its datagram was read. */
@@ -137,6 +157,22 @@ struct stk_udp_fab *stk_udp_fab_current(void);
 /* fork child: forget the parent's fabric without touching it; no UDP
  * socket of the child is accelerated. */
 void stk_udp_fab_atfork_child(void);
+
+/* ---- stk_udp_opt.c: socket options and multicast membership ---- */
+
+/* At attach: the options already set on the kernel socket fd. */
+void stk_udp_opts_load(struct stk_udp *udp, int fd);
+/* setsockopt on an accelerated socket (stk.h's stk_sock_setsockopt). */
+int stk_udp_setsockopt(struct stk_sock *sock, int fd, int level, int name, const void *val,
+		       socklen_t len);
+/* Does a datagram to group leave through the port (IP_MULTICAST_TTL 1, the
+ * default, and IP_MULTICAST_IF the wildcard or the port's IP)? */
+bool stk_udp_mc_via_port(struct stk_udp *udp, uint32_t port_ip);
+/* The ancillary data of slot's datagram into msg (msg_controllen set;
+ * MSG_CTRUNC in msg_flags when it did not fit). */
+void stk_udp_cmsgs(struct stk_udp *udp, const struct stk_udp_slot *slot, struct msghdr *msg);
+/* Leave every group (at close). */
+void stk_udp_mc_leave_all(struct stk_udp *udp);
 
 /* ---- stk_udp_rx.c: receiving ---- */
 

@@ -32,6 +32,7 @@ struct stk_udp_fab {
 	struct fid_domain *domain;
 	struct fid_av *av;
 	struct fid_cq *cq;
+	struct fid_eq *eq;                /* joins complete here (fi_join) */
 	int wait_fd;
 	uint32_t ip, mask;                /* network order */
 	size_t max_msg;
@@ -39,7 +40,8 @@ struct stk_udp_fab {
 	pthread_mutex_t av_lock;
 	/* protected by av_lock (addr read without it for an index below count) */
 	struct sockaddr_in addr[UDP_AV_MAX]; /* by AV index */
-	uint32_t count;                   /* atomic: entries in addr */
+	uint32_t count;                   /* atomic: indices below it may be in addr */
+	uint32_t known;                   /* entries in hash (at most UDP_AV_MAX / 2) */
 	uint16_t hash[2 * UDP_AV_MAX];    /* key → index + 1, open addressing */
 };
 
@@ -51,6 +53,8 @@ static void fab_free(struct stk_udp_fab *fab)
 {
 	if (fab->cq)
 		fi_close(&fab->cq->fid);
+	if (fab->eq)
+		fi_close(&fab->eq->fid);
 	if (fab->av)
 		fi_close(&fab->av->fid);
 	if (fab->domain)
@@ -131,6 +135,9 @@ static int fab_open(struct stk_udp_fab **out)
 		ret = fi_cq_open(fab->domain, &cq_attr, &fab->cq, NULL);
 	if (!ret && fi_control(&fab->cq->fid, FI_GETWAIT, &fab->wait_fd) != 0)
 		fab->wait_fd = -1;
+	struct fi_eq_attr eq_attr = { .size = 64, .wait_obj = FI_WAIT_NONE };
+	if (!ret)
+		ret = fi_eq_open(fab->fabric, &eq_attr, &fab->eq, NULL);
 	stk_fi_sigs_restore(sigs);
 	if (ret) {
 		STK_WARN("dpdk UDP: opening the fabric: %s; UDP sockets use the kernel",
@@ -221,22 +228,30 @@ static int av_index(struct stk_udp_fab *fab, const struct sockaddr_in *dest, uin
 			goto done;
 		}
 	}
-	uint32_t n = fab->count;
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = dest->sin_port,
 				  .sin_addr = dest->sin_addr };
 	fi_addr_t fa = FI_ADDR_NOTAVAIL;
-	if (n >= UDP_AV_MAX - 1) {
+	if (fab->known >= UDP_AV_MAX / 2) {
 		ret = -ENOBUFS;
 		goto done;
 	}
-	if (fi_av_insert(fab->av, &sa, 1, &fa, 0, NULL) != 1 || fa != n) {
+	if (fi_av_insert(fab->av, &sa, 1, &fa, 0, NULL) != 1) {
 		ret = -EIO;
 		goto done;
 	}
-	fab->addr[n] = sa;
-	fab->hash[h] = (uint16_t)(n + 1);
-	__atomic_store_n(&fab->count, n + 1, __ATOMIC_RELEASE);
-	*out = n;
+	if (fa >= UDP_AV_MAX - 1) {
+		fi_av_remove(fab->av, &fa, 1, 0);
+		ret = -ENOBUFS;
+		goto done;
+	}
+	/* an index may come after ones fi_join took for its groups (never a
+	 * source, not in the table: their slots stay empty) */
+	fab->addr[fa] = sa;
+	fab->hash[h] = (uint16_t)(fa + 1);
+	fab->known++;
+	if (fa >= fab->count)
+		__atomic_store_n(&fab->count, (uint32_t)fa + 1, __ATOMIC_RELEASE);
+	*out = (uint32_t)fa;
 done:
 	pthread_mutex_unlock(&fab->av_lock);
 	return ret;
@@ -276,6 +291,8 @@ int stk_udp_fab_open_ep(struct stk_udp_fab *fab, struct stk_udp *udp)
 	if (!ret)
 		ret = fi_ep_bind(udp->ep, &fab->av->fid, 0);
 	if (!ret)
+		ret = fi_ep_bind(udp->ep, &fab->eq->fid, 0);
+	if (!ret)
 		ret = fi_enable(udp->ep);
 	for (unsigned i = 0; !ret && i < STK_UDP_SLOTS; i++)
 		ret = stk_udp_fab_repost(udp, &udp->slots[i]);
@@ -307,6 +324,8 @@ static void deliver(struct stk_udp_slot *slot, uint32_t len, const struct sockad
 	slot->len = len;
 	if (src)
 		slot->src = *src;
+	else
+		memset(&slot->src, 0, sizeof(slot->src));
 	clock_gettime(CLOCK_REALTIME, &slot->stamp);
 	__atomic_store_n(&udp->done, udp->done + 1, __ATOMIC_RELEASE);
 	__atomic_fetch_add(&udp->generation, 1, __ATOMIC_RELEASE);
@@ -350,7 +369,10 @@ static int drain_locked(struct stk_udp_fab *fab)
 		for (ssize_t i = 0; i < n; i++) {
 			if (!(e[i].flags & FI_RECV) || !e[i].op_context)
 				continue;
-			const struct sockaddr_in *src = from[i] < known ? &fab->addr[from[i]] : NULL;
+			const struct sockaddr_in *src = from[i] < known &&
+								fab->addr[from[i]].sin_family == AF_INET
+							? &fab->addr[from[i]]
+							: NULL;
 			deliver(e[i].op_context, (uint32_t)e[i].len, src);
 		}
 		total += (int)n;
@@ -378,6 +400,30 @@ void stk_udp_fab_close_ep(struct stk_udp_fab *fab, struct stk_udp *udp)
 	udp->ep = NULL;
 	drain_locked(fab); /* the others' completions delivered, ours dropped */
 	pthread_mutex_unlock(&fab->cq_lock);
+}
+
+/* ---- multicast ---- */
+
+int stk_udp_fab_join(struct stk_udp_fab *fab, struct stk_udp *udp, uint32_t group,
+		     struct fid_mc **out)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = group };
+	pthread_mutex_lock(&fab->av_lock);
+	int ret = fi_join(udp->ep, &sa, 0, out, NULL);
+	if (ret == 0) {
+		struct fi_eq_entry entry;
+		uint32_t event;
+		(void)fi_eq_read(fab->eq, &event, &entry, sizeof(entry), 0); /* FI_JOIN_COMPLETE */
+	}
+	pthread_mutex_unlock(&fab->av_lock);
+	return ret;
+}
+
+void stk_udp_fab_leave(struct stk_udp_fab *fab, struct fid_mc *mc)
+{
+	pthread_mutex_lock(&fab->av_lock);
+	fi_close(&mc->fid);
+	pthread_mutex_unlock(&fab->av_lock);
 }
 
 /* ---- sending ---- */

@@ -75,8 +75,8 @@ static ssize_t take_fabric(struct stk_udp *udp, struct msghdr *msg, int flags)
 		memcpy(msg->msg_name, &slot->src, n);
 	}
 	msg->msg_namelen = sizeof(slot->src);
-	msg->msg_controllen = 0;
 	msg->msg_flags = copied < slot->len ? MSG_TRUNC : 0;
+	stk_udp_cmsgs(udp, slot, msg);
 	ssize_t ret = (flags & MSG_TRUNC) ? (ssize_t)slot->len : (ssize_t)copied;
 	if (!(flags & MSG_PEEK))
 		slot_consumed(udp, slot);

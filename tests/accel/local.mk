@@ -18,7 +18,7 @@ EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py te
 	tests/accel/warmup.sh tests/accel/warmup.py tests/accel/hostile.sh tests/accel/hostile.py \
 	tests/accel/users.sh tests/accel/listen.sh tests/accel/hold.py tests/accel/duplex.sh \
 	tests/accel/abort.sh tests/accel/fork_busy.sh tests/accel/bell.sh tests/accel/stat.sh tests/accel/ovs.sh \
-	tests/accel/udp.sh tests/accel/udp_peer.py
+	tests/accel/udp.sh tests/accel/udp_peer.py tests/accel/udp_mc_peer.py
 
 # udp: a UDP program that uses the whole socket API against a kernel peer
 # (tests/accel/udp.sh).

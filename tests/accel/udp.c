@@ -5,13 +5,14 @@
  *
  * Server: a socket bound to INADDR_ANY:PORT echoes every datagram to its
  * source until the peer's "END", taking each one through another call:
- * poll (mixed with a pipe) + recvfrom, epoll + recvmsg(MSG_DONTWAIT),
+ * poll (mixed with a pipe) + recvfrom, epoll + recvmsg(MSG_DONTWAIT) with
+ * IP_PKTINFO and SO_TIMESTAMPNS data checked,
  * recvmmsg(MSG_WAITFORONE), select + FIONREAD + MSG_PEEK (and a truncated
  * MSG_PEEK|MSG_TRUNC) + recvmsg into two iovecs. Client: an unbound socket
  * connects to PEER_IP:ECHO_PORT, sends COUNT numbered datagrams in sendmmsg
  * batches and checks every echo byte for byte (recvmmsg), retrying lost
  * ones; then disconnects (AF_UNSPEC) and does one sendto/recvfrom with the
- * source checked. Fork: the child's copy of the server socket is a kernel
+ * source checked (a multicast mode, below, joins and leaves groups). Fork: the child's copy of the server socket is a kernel
  * socket (nothing pending, a datagram sent and its echo received through
  * the kernel), while the parent's stays accelerated. Prints "ok" and exits
  * 0, or a reason and exits 1. */
@@ -19,6 +20,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -70,6 +72,27 @@ static int wait_fd(int fd, short ev, int ms)
 	return poll(&p, 1, ms);
 }
 
+/* IP_PKTINFO and SO_TIMESTAMPNS are on: both came, the time is now. */
+static void check_cmsgs(struct msghdr *m)
+{
+	bool stamp = false, info = false;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+			struct timespec ts;
+			memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+			stamp = ts.tv_sec <= now.tv_sec && ts.tv_sec + 10 > now.tv_sec;
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			info = pi.ipi_spec_dst.s_addr != 0 && pi.ipi_addr.s_addr != 0;
+		}
+	}
+	if (!stamp || !info)
+		fail("recvmsg: SCM_TIMESTAMPNS or IP_PKTINFO missing or wrong");
+}
+
 /* One datagram by the call of turn i; its length, source in *src. */
 static ssize_t server_take(int s, int ep, int pipe_rd, unsigned i, uint8_t *buf,
 			   struct sockaddr_in *src)
@@ -88,11 +111,18 @@ static ssize_t server_take(int s, int ep, int pipe_rd, unsigned i, uint8_t *buf,
 		if (epoll_wait(ep, &ev, 1, 10000) != 1 || ev.data.u32 != 7)
 			fail("epoll_wait: the socket should be ready");
 		struct iovec iov = { .iov_base = buf, .iov_len = 65536 };
+		union {
+			struct cmsghdr align;
+			char bytes[256];
+		} control;
 		struct msghdr m = { .msg_name = src, .msg_namelen = sizeof(*src), .msg_iov = &iov,
-				    .msg_iovlen = 1 };
+				    .msg_iovlen = 1, .msg_control = &control,
+				    .msg_controllen = sizeof(control) };
 		n = recvmsg(s, &m, MSG_DONTWAIT);
 		if (n >= 0 && (m.msg_namelen != sizeof(*src) || m.msg_flags))
 			fail("recvmsg: name length or flags");
+		if (n >= 0)
+			check_cmsgs(&m);
 		return n;
 	}
 	case 2: {
@@ -298,19 +328,106 @@ static void client(const char *peer_ip, unsigned port, unsigned count)
 	close(c);
 }
 
+static int mc_socket(unsigned port, struct ip_mreq *req)
+{
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    setsockopt(s, IPPROTO_IP, IP_ADD_MEMBERSHIP, req, sizeof(*req)) != 0)
+		fail("multicast socket: bind or IP_ADD_MEMBERSHIP");
+	return s;
+}
+
+/* Take datagrams on s until all of 0..count-1 came (payloads checked). */
+static void mc_take_all(int s, unsigned count, unsigned char *seen)
+{
+	uint8_t buf[65536], want[MAX_DGRAM];
+	unsigned got = 0;
+	while (got < count) {
+		check_time();
+		if (wait_fd(s, POLLIN, 20000) != 1)
+			fail("multicast: datagrams to the group missing");
+		ssize_t n = recv(s, buf, sizeof(buf), 0);
+		unsigned seq;
+		if (n < 4)
+			fail("multicast: short datagram");
+		memcpy(&seq, buf, 4);
+		if (seq >= count || (size_t)n != payload(seq, want) || memcmp(buf, want, (size_t)n))
+			fail("multicast: a datagram differs from what was sent");
+		got += !seen[seq];
+		seen[seq] = 1;
+	}
+}
+
+/* udp mcast GROUP PORT PEER_PORT COUNT: two sockets (PORT, PORT + 1) join
+ * GROUP and take COUNT datagrams each; the first leaves and takes nothing
+ * for 1.5 s; the second sends COUNT datagrams to GROUP:PEER_PORT. */
+static int mcast(char **argv)
+{
+	struct ip_mreq req = { .imr_interface.s_addr = htonl(INADDR_ANY) };
+	if (inet_pton(AF_INET, argv[2], &req.imr_multiaddr) != 1)
+		fail("group");
+	unsigned port = (unsigned)strtoul(argv[3], NULL, 10);
+	unsigned peer_port = (unsigned)strtoul(argv[4], NULL, 10);
+	unsigned count = (unsigned)strtoul(argv[5], NULL, 10);
+	int s1 = mc_socket(port, &req), s2 = mc_socket(port + 1, &req);
+	if (setsockopt(s1, IPPROTO_IP, IP_ADD_MEMBERSHIP, &req, sizeof(req)) != -1 ||
+	    errno != EADDRINUSE)
+		fail("a second IP_ADD_MEMBERSHIP of one group: not EADDRINUSE");
+	printf("joined\n");
+	unsigned char *seen1 = calloc(count, 1), *seen2 = calloc(count, 1);
+	if (!seen1 || !seen2)
+		fail("calloc");
+	mc_take_all(s1, count, seen1);
+	mc_take_all(s2, count, seen2);
+	printf("received %u on each\n", count);
+	if (setsockopt(s1, IPPROTO_IP, IP_DROP_MEMBERSHIP, &req, sizeof(req)) != 0)
+		fail("IP_DROP_MEMBERSHIP");
+	if (setsockopt(s1, IPPROTO_IP, IP_DROP_MEMBERSHIP, &req, sizeof(req)) != -1 ||
+	    errno != EADDRNOTAVAIL)
+		fail("a second IP_DROP_MEMBERSHIP: not EADDRNOTAVAIL");
+	char b[64];
+	while (recv(s1, b, sizeof(b), MSG_DONTWAIT) >= 0) /* sent before the leave */
+		;
+	printf("left\n");
+	if (wait_fd(s1, POLLIN, 1500) != 0)
+		fail("a datagram to the group after IP_DROP_MEMBERSHIP");
+	struct sockaddr_in group = { .sin_family = AF_INET, .sin_port = htons((uint16_t)peer_port),
+				     .sin_addr = req.imr_multiaddr };
+	for (int round = 0; round < 3; round++) {
+		for (unsigned seq = 0; seq < count; seq++) {
+			uint8_t p[MAX_DGRAM];
+			size_t len = payload(seq, p);
+			if (sendto(s2, p, len, 0, (struct sockaddr *)&group, sizeof(group)) != (ssize_t)len)
+				fail("sendto the group");
+		}
+		usleep(100000);
+	}
+	printf("ok\n");
+	free(seen1);
+	free(seen2);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: udp PORT PEER_IP ECHO_PORT COUNT\n");
-		return 2;
-	}
 	start = time(NULL);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 6 && strcmp(argv[1], "mcast") == 0)
+		return mcast(argv);
+	if (argc != 5) {
+		fprintf(stderr, "usage: udp PORT PEER_IP ECHO_PORT COUNT\n"
+				"       udp mcast GROUP PORT PEER_PORT COUNT\n");
+		return 2;
+	}
 	int s = socket(AF_INET, SOCK_DGRAM, 0);
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_port = htons((uint16_t)strtoul(argv[1], NULL, 10)) };
-	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) != 0)
-		fail("bind");
+	int on = 1;
+	if (s < 0 || setsockopt(s, IPPROTO_IP, IP_PKTINFO, &on, sizeof(on)) != 0 ||
+	    bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    setsockopt(s, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) != 0)
+		fail("IP_PKTINFO, bind, SO_TIMESTAMPNS");
 	char dummy;
 	if (recv(s, &dummy, 1, MSG_DONTWAIT) != -1 || (errno != EAGAIN && errno != EWOULDBLOCK))
 		fail("MSG_DONTWAIT before any datagram: not EAGAIN");

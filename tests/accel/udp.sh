@@ -9,6 +9,9 @@
 # another receive call (poll/epoll/select mixed with kernel fds, recvmmsg,
 # MSG_PEEK, MSG_TRUNC, FIONREAD), then acts as a connected client of the
 # peer's echo port (sendmmsg/recvmmsg), disconnects and sends once more.
+# Then multicast: two launched sockets join a group on the port, a kernel
+# member in B receives the program's datagrams to the group; leaving stops
+# delivery.
 # Every datagram is checked byte for byte on both sides, and the counters
 # must show the traffic went over dpdk: a silent fallback to the kernel
 # fails, and so does kernel UDP traffic in A beyond the kernel-path share.
@@ -78,4 +81,46 @@ echo "kernel UDP in namespace A: InDatagrams +$((in1 - in0)), OutDatagrams +$((o
 limit=$((4 * kcount + 16))
 [ $((in1 - in0)) -le $limit ] || fsk_fail "kernel UDP InDatagrams in A grew by $((in1 - in0)) (limit $limit)"
 [ $((out1 - out0)) -le $limit ] || fsk_fail "kernel UDP OutDatagrams in A grew by $((out1 - out0)) (limit $limit)"
-echo "PASS: $count datagrams each way over dpdk, $kcount through the kernel socket, byte-exact"
+echo "unicast: $count datagrams each way over dpdk, $kcount through the kernel socket, byte-exact"
+
+# Multicast: the peer joins 239.7.8.9 on 198.18.9.2 and waits for the
+# launched program's datagrams; the program's two sockets join the group on
+# the port and take the peer's datagrams, one leaves and must get nothing more.
+mc=239.7.8.9 mcount=64
+mc_py="$top_srcdir/tests/accel/udp_mc_peer.py"
+fsk_bg ip netns exec "$nsb" nice timeout -k 5 60 "$FSK_PYTHON" "$mc_py" recv $mc 7012 $mcount 198.18.9.2 \
+	>"$T/mcpeer.out" 2>&1
+mcpeer=$fsk_last_pid
+fsk_bg ip netns exec "$nsa" nice timeout -k 5 60 "$FSK_LAUNCHER" --log info --log-file "$T/mc.log" \
+	--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk -- \
+	"$prog" mcast $mc 7010 7012 $mcount >"$T/mc.out" 2>"$T/mc.err"
+mcapp=$fsk_last_pid
+wait_word() { # FILE WORD PID: bounded wait for WORD while PID lives
+	i=0
+	until grep -q "$2" "$1" 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+		[ $i -lt 200 ] && kill -0 "$3" 2>/dev/null && continue
+		cat "$T/mc.out" "$T/mc.err" "$T/mcpeer.out"; grep -a 'warn\|error' "$T/mc.log"
+		fsk_fail "multicast: no '$2' in $1"
+	done
+}
+wait_word "$T/mcpeer.out" joined "$mcpeer"
+wait_word "$T/mc.out" joined "$mcapp"
+ip netns exec "$nsb" timeout 30 "$FSK_PYTHON" "$mc_py" send $mc 7010 $mcount 198.18.9.2 2 ||
+	fsk_fail "multicast: the peer's sender failed"
+wait_word "$T/mc.out" left "$mcapp"
+ip netns exec "$nsb" timeout 30 "$FSK_PYTHON" "$mc_py" send $mc 7010 $mcount 198.18.9.2 1 ||
+	fsk_fail "multicast: the peer's sender failed"
+wait "$mcapp"
+rc=$?
+wait "$mcpeer"
+prc=$?
+cat "$T/mc.out" "$T/mcpeer.out"
+[ $rc -eq 0 ] && grep -q '^ok$' "$T/mc.out" || { cat "$T/mc.err"; fsk_fail "multicast: the program failed"; }
+[ $prc -eq 0 ] && grep -q 'mc recv ok' "$T/mcpeer.out" || fsk_fail "multicast: the kernel member missed datagrams"
+mrx=$(fsk_counter "$T/mc.log" datagrams_rx_dpdk) mtx=$(fsk_counter "$T/mc.log" datagrams_tx_dpdk)
+echo "multicast counters: datagrams_rx_dpdk $mrx, datagrams_tx_dpdk $mtx"
+[ "$mrx" -ge $((2 * mcount)) ] || fsk_fail "multicast: datagrams_rx_dpdk $mrx < $((2 * mcount))"
+[ "$mtx" -ge "$mcount" ] || fsk_fail "multicast: datagrams_tx_dpdk $mtx < $mcount"
+echo "PASS: unicast and multicast UDP over dpdk against kernel peers, byte-exact"

@@ -99,4 +99,5 @@ def main():
     time.sleep(120)  # keep echoing for the client phase; the test ends us
 
 
-main()
+if __name__ == "__main__":
+    main()
