@@ -83,6 +83,49 @@ limit=$((4 * kcount + 16))
 [ $((out1 - out0)) -le $limit ] || fsk_fail "kernel UDP OutDatagrams in A grew by $((out1 - out0)) (limit $limit)"
 echo "unicast: $count datagrams each way over dpdk, $kcount through the kernel socket, byte-exact"
 
+# Rules: udp_receiver decides at bind. A receiver a rule keeps on the kernel
+# is reached at A's kernel address; one a rule accelerates (the default being
+# kernel) at the port's.
+rules_run() { # NAME PORT RULES DEST_IP
+	fsk_bg ip netns exec "$nsa" nice timeout -k 5 40 "$FSK_LAUNCHER" --log info --log-file "$T/$1.log" \
+		--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk --rules "$3" -- \
+		"$FSK_PYTHON" -c 'import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+print("bound", flush=True)
+s.settimeout(20)
+d, a = s.recvfrom(2048)
+s.sendto(d, a)' "$2" >"$T/$1.out" 2>&1
+	_app=$fsk_last_pid
+	i=0
+	until grep -q bound "$T/$1.out"; do
+		sleep 0.1
+		i=$((i + 1))
+		[ $i -lt 200 ] || { cat "$T/$1.out"; fsk_fail "rules: $1 did not start"; }
+	done
+	ip netns exec "$nsb" timeout 20 "$FSK_PYTHON" -c 'import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(0.3)
+for _ in range(30):
+    s.sendto(b"rule", (sys.argv[1], int(sys.argv[2])))
+    try:
+        if s.recv(64) == b"rule":
+            sys.exit(0)
+    except socket.timeout:
+        pass
+sys.exit(1)' "$4" "$2" || fsk_fail "rules: $1: no echo from $4:$2"
+	wait "$_app" || fsk_fail "rules: $1 failed"
+}
+rules_run rule_kernel 7005 'use kernel udp_receiver *:7005' 198.19.9.1
+[ "$(fsk_counter "$T/rule_kernel.log" kernel_by_rule)" -ge 1 ] &&
+	[ "$(fsk_counter "$T/rule_kernel.log" udp_accel_dpdk)" -eq 0 ] ||
+	fsk_fail "rules: 'use kernel udp_receiver' did not keep the socket on the kernel"
+rules_run rule_accel 7006 'default kernel; use accel udp_receiver *:7006' 198.18.9.1
+[ "$(fsk_counter "$T/rule_accel.log" udp_accel_dpdk)" -eq 1 ] &&
+	[ "$(fsk_counter "$T/rule_accel.log" datagrams_rx_dpdk)" -ge 1 ] ||
+	fsk_fail "rules: 'use accel udp_receiver' did not accelerate the socket"
+echo "rules: udp_receiver kept one socket on the kernel and accelerated another"
+
 # Multicast: the peer joins 239.7.8.9 on 198.18.9.2 and waits for the
 # launched program's datagrams; the program's two sockets join the group on
 # the port and take the peer's datagrams, one leaves and must get nothing more.
