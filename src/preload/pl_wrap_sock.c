@@ -62,11 +62,14 @@ PL_EXPORT int socket(int domain, int type, int protocol)
 	return fd;
 }
 
+/* The dpdk port's own IP is not the kernel's: the stack binds there itself. */
 PL_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	int ret = PL_REAL(bind)(fd, addr, len);
-	struct stk_sock *sock;
-	if (ret == 0 && (sock = pl_tracked(fd)))
+	struct stk_sock *sock = ret == 0 || errno == EADDRNOTAVAIL ? pl_tracked(fd) : NULL;
+	if (ret != 0 && sock && stk_sock_bind_port_ip(sock, fd, PL_SA(addr), len) == 0)
+		ret = 0;
+	if (ret == 0 && sock)
 		life_step(fd, sock, stk_sock_bound);
 	return ret;
 }

@@ -108,6 +108,12 @@ void stk_sock_ref(struct stk_sock *sock);
  * SO_LINGER 0) or destroys an epoll object. Call inside the guard. */
 void stk_sock_unref(struct stk_sock *sock);
 
+/* bind() on fd to addr failed with EADDRNOTAVAIL: when addr is the dpdk
+ * port's IP (the kernel does not own it) and sock an undecided UDP socket,
+ * the kernel socket is bound there with IP_FREEBIND (0, then call
+ * stk_sock_bound); else -EADDRNOTAVAIL. */
+int stk_sock_bind_port_ip(struct stk_sock *sock, int fd, const struct sockaddr *addr,
+			  socklen_t len);
 /* bind() on fd succeeded: an undecided UDP socket decides udp_receiver. */
 bool stk_sock_bound(struct stk_sock *sock, int fd);
 /* listen() on fd is about to run: an undecided TCP socket decides tcp_server

@@ -74,6 +74,14 @@ static bool decide_local(struct stk_sock *sock, int fd, enum stk_role role)
 	return stk_sock_decide(sock, fd, role, known ? (struct sockaddr *)&local : NULL, NULL);
 }
 
+int stk_sock_bind_port_ip(struct stk_sock *sock, int fd, const struct sockaddr *addr,
+			  socklen_t len)
+{
+	if (sock->decided || sock->kind != STK_SOCK_UDP)
+		return -EADDRNOTAVAIL;
+	return stk_udp_bind_port_ip(fd, addr, len);
+}
+
 bool stk_sock_bound(struct stk_sock *sock, int fd)
 {
 	if (sock->decided || sock->kind != STK_SOCK_UDP)

@@ -9,6 +9,7 @@
 #include "stack/stk_sys.h"
 #include "stack/stk_wait.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -161,6 +162,28 @@ static const char *attach(struct stk_sock *sock, int fd)
 	stk_count(STK_C_UDP_ACCEL_DPDK);
 	STK_DBG("fd %d: UDP port %u on the dpdk port", fd, ntohs(local.sin_port));
 	return NULL;
+}
+
+int stk_udp_bind_port_ip(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	const char *ip = getenv("FI_DPDK_IP");
+	struct in_addr port_ip;
+	char buf[INET_ADDRSTRLEN];
+	size_t n = ip ? strcspn(ip, "/") : 0;
+	if (!dpdk_listed() || !addr || len < sizeof(struct sockaddr_in) ||
+	    addr->sa_family != AF_INET || n == 0 || n >= sizeof(buf))
+		return -EADDRNOTAVAIL;
+	memcpy(buf, ip, n);
+	buf[n] = '\0';
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)addr;
+	if (inet_pton(AF_INET, buf, &port_ip) != 1 || sin->sin_addr.s_addr != port_ip.s_addr)
+		return -EADDRNOTAVAIL;
+	int saved_errno = errno, on = 1, ret = 0;
+	if (stk_sys.setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &on, sizeof(on)) != 0 ||
+	    stk_sys.bind(fd, addr, len) != 0)
+		ret = -errno;
+	errno = saved_errno;
+	return ret;
 }
 
 const char *stk_udp_accelerate(struct stk_sock *sock, int fd)

@@ -104,6 +104,10 @@ static inline uint64_t stk_udp_key(const struct sockaddr_in *sa)
  * the provider list, the port cannot open, an IPv6 socket, a local address
  * that is neither the wildcard nor the port's IP, the port taken. */
 const char *stk_udp_accelerate(struct stk_sock *sock, int fd);
+/* bind() of fd to addr failed with EADDRNOTAVAIL: when addr is the dpdk
+ * port's IP (FI_DPDK_IP) and UDP acceleration may apply, bind with
+ * IP_FREEBIND. 0 or -errno (-EADDRNOTAVAIL when it is not the port's). */
+int stk_udp_bind_port_ip(int fd, const struct sockaddr *addr, socklen_t len);
 /* connect() on the kernel socket returned kernel_ret (0 or -errno): the
  * socket's peer follows the kernel's (getpeername; AF_UNSPEC disconnects). */
 void stk_udp_connected(struct stk_sock *sock, int fd, int kernel_ret);

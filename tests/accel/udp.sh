@@ -86,16 +86,16 @@ echo "unicast: $count datagrams each way over dpdk, $kcount through the kernel s
 # Rules: udp_receiver decides at bind. A receiver a rule keeps on the kernel
 # is reached at A's kernel address; one a rule accelerates (the default being
 # kernel) at the port's.
-rules_run() { # NAME PORT RULES DEST_IP
+rules_run() { # NAME PORT RULES DEST_IP [BIND_IP]
 	fsk_bg ip netns exec "$nsa" nice timeout -k 5 40 "$FSK_LAUNCHER" --log info --log-file "$T/$1.log" \
 		--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk --rules "$3" -- \
 		"$FSK_PYTHON" -c 'import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("0.0.0.0", int(sys.argv[1])))
+s.bind((sys.argv[2], int(sys.argv[1])))
 print("bound", flush=True)
 s.settimeout(20)
 d, a = s.recvfrom(2048)
-s.sendto(d, a)' "$2" >"$T/$1.out" 2>&1
+s.sendto(d, a)' "$2" "${5:-0.0.0.0}" >"$T/$1.out" 2>&1
 	_app=$fsk_last_pid
 	i=0
 	until grep -q bound "$T/$1.out"; do
@@ -125,6 +125,11 @@ rules_run rule_accel 7006 'default kernel; use accel udp_receiver *:7006' 198.18
 	[ "$(fsk_counter "$T/rule_accel.log" datagrams_rx_dpdk)" -ge 1 ] ||
 	fsk_fail "rules: 'use accel udp_receiver' did not accelerate the socket"
 echo "rules: udp_receiver kept one socket on the kernel and accelerated another"
+# bound to the port's IP itself (the kernel does not own it)
+rules_run bind_port_ip 7007 '' 198.18.9.1 198.18.9.1
+[ "$(fsk_counter "$T/bind_port_ip.log" udp_accel_dpdk)" -eq 1 ] ||
+	fsk_fail "a socket bound to the port's IP was not accelerated"
+echo "bind to the port's IP: accelerated"
 
 # Multicast: the peer joins 239.7.8.9 on 198.18.9.2 and waits for the
 # launched program's datagrams; the program's two sockets join the group on
