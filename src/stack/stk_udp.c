@@ -92,7 +92,21 @@ static void udp_free(struct stk_udp *udp)
 	free(udp);
 }
 
-static struct stk_udp *udp_alloc(size_t slot_size)
+/* One receive per KiB of the kernel socket's SO_RCVBUF (as the kernel
+ * reports it, doubled), a power of 2 within the bounds. */
+static unsigned slots_for(int fd)
+{
+	int rcvbuf = 0;
+	socklen_t len = sizeof(rcvbuf);
+	if (stk_sys.getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) != 0)
+		rcvbuf = 0;
+	unsigned n = STK_UDP_SLOTS_MIN;
+	while (n < STK_UDP_SLOTS_MAX && n * 1024u < (unsigned)rcvbuf)
+		n *= 2;
+	return n;
+}
+
+static struct stk_udp *udp_alloc(size_t slot_size, unsigned nslots)
 {
 	struct stk_udp *udp = calloc(1, sizeof(*udp));
 	if (!udp)
@@ -100,13 +114,14 @@ static struct stk_udp *udp_alloc(size_t slot_size)
 	udp->kfd = -1;
 	pthread_mutex_init(&udp->rx_lock, NULL);
 	udp->slot_size = slot_size;
-	udp->slots = calloc(STK_UDP_SLOTS, sizeof(*udp->slots));
-	udp->mem = malloc(STK_UDP_SLOTS * slot_size);
+	udp->nslots = nslots;
+	udp->slots = calloc(nslots, sizeof(*udp->slots));
+	udp->mem = malloc(nslots * slot_size);
 	if (!udp->slots || !udp->mem) {
 		udp_free(udp);
 		return NULL;
 	}
-	for (unsigned i = 0; i < STK_UDP_SLOTS; i++) {
+	for (unsigned i = 0; i < nslots; i++) {
 		udp->slots[i].owner = udp;
 		udp->slots[i].data = udp->mem + (size_t)i * slot_size;
 	}
@@ -132,7 +147,7 @@ static const char *attach(struct stk_sock *sock, int fd)
 	if (local.sin_addr.s_addr != INADDR_ANY && local.sin_addr.s_addr != ip &&
 	    !IN_MULTICAST(ntohl(local.sin_addr.s_addr)))
 		return "bound to an address that is not the dpdk port's";
-	struct stk_udp *udp = udp_alloc(stk_udp_fab_max_msg(fab));
+	struct stk_udp *udp = udp_alloc(stk_udp_fab_max_msg(fab), slots_for(fd));
 	if (!udp)
 		return "out of memory";
 	udp->local = local;

@@ -6,8 +6,9 @@
  * Objects: one process-wide fabric, domain, AV and completion queue (struct
  * stk_udp_fab, opened on the first accelerated UDP socket, never closed), and
  * per accelerated socket (struct stk_udp) one endpoint bound to the socket's
- * UDP port on the port's IP, with STK_UDP_SLOTS receive buffers always
- * posted. A completion fills the next slot of its socket (the provider
+ * UDP port on the port's IP, with receive buffers always posted: one per
+ * KiB of the kernel socket's SO_RCVBUF when the socket is attached (a power
+ * of 2 from STK_UDP_SLOTS_MIN to STK_UDP_SLOTS_MAX). A completion fills the next slot of its socket (the provider
  * consumes an endpoint's receives in posting order); the reader copies it out
  * and posts the slot again.
  *
@@ -40,7 +41,8 @@
 #include "stack/stk_sock.h"
 #include "stack/stk_watch.h"
 
-#define STK_UDP_SLOTS 256        /* posted receives per socket (a power of 2) */
+#define STK_UDP_SLOTS_MIN 64     /* posted receives per socket, at least */
+#define STK_UDP_SLOTS_MAX 4096   /* and at most */
 #define STK_UDP_KERNEL_EVERY 16  /* a receive looks at the kernel socket first this often */
 #define STK_UDP_TX_RETRY_NS 200000000ull /* a send waits this long for ARP or room */
 #define STK_UDP_MC_MAX 20        /* memberships per socket (the kernel's IP_MAX_MEMBERSHIPS) */
@@ -68,6 +70,7 @@ struct stk_udp {
 	struct stk_udp_slot *slots;
 	uint8_t *mem;
 	size_t slot_size;
+	unsigned nslots;          /* a power of 2 */
 	pthread_mutex_t rx_lock;
 	unsigned head;            /* protected by rx_lock: next slot to read */
 	unsigned done;            /* atomic (written under cq_lock): completions taken */

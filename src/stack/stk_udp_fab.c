@@ -49,18 +49,17 @@ static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct stk_udp_fab *the_fab;   /* atomic once set */
 static int open_error;                /* protected by open_lock: cached failure */
 
+/* The objects opened so far, closed in reverse order of opening. */
 static void fab_free(struct stk_udp_fab *fab)
 {
-	if (fab->cq)
-		fi_close(&fab->cq->fid);
-	if (fab->eq)
-		fi_close(&fab->eq->fid);
-	if (fab->av)
-		fi_close(&fab->av->fid);
-	if (fab->domain)
-		fi_close(&fab->domain->fid);
-	if (fab->fabric)
-		fi_close(&fab->fabric->fid);
+	struct fid *opened[] = {
+		fab->eq ? &fab->eq->fid : NULL, fab->cq ? &fab->cq->fid : NULL,
+		fab->av ? &fab->av->fid : NULL, fab->domain ? &fab->domain->fid : NULL,
+		fab->fabric ? &fab->fabric->fid : NULL,
+	};
+	for (size_t i = 0; i < sizeof(opened) / sizeof(opened[0]); i++)
+		if (opened[i])
+			fi_close(opened[i]);
 	if (fab->info)
 		stk_fi.freeinfo(fab->info);
 	free(fab);
@@ -294,7 +293,7 @@ int stk_udp_fab_open_ep(struct stk_udp_fab *fab, struct stk_udp *udp)
 		ret = fi_ep_bind(udp->ep, &fab->eq->fid, 0);
 	if (!ret)
 		ret = fi_enable(udp->ep);
-	for (unsigned i = 0; !ret && i < STK_UDP_SLOTS; i++)
+	for (unsigned i = 0; !ret && i < udp->nslots; i++)
 		ret = stk_udp_fab_repost(udp, &udp->slots[i]);
 	if (ret) {
 		fi_close(&udp->ep->fid);

@@ -41,7 +41,7 @@ static void slot_consumed(struct stk_udp *udp, struct stk_udp_slot *slot)
 static struct stk_udp_slot *next_slot(struct stk_udp *udp)
 {
 	while (stk_udp_rx_pending(udp, true)) {
-		struct stk_udp_slot *slot = &udp->slots[udp->head % STK_UDP_SLOTS];
+		struct stk_udp_slot *slot = &udp->slots[udp->head & (udp->nslots - 1)];
 		uint64_t peer = __atomic_load_n(&udp->peer, __ATOMIC_ACQUIRE);
 		if (slot->len != UINT32_MAX && (!peer || stk_udp_key(&slot->src) == peer))
 			return slot;

@@ -409,15 +409,53 @@ static int mcast(char **argv)
 	return 0;
 }
 
+/* udp flood PORT MAX: a socket on PORT with the smallest SO_RCVBUF reads
+ * nothing until a datagram reaches PORT + 1, then takes what was kept:
+ * between 1 and MAX datagrams, each intact. */
+static int flood(char **argv)
+{
+	unsigned port = (unsigned)strtoul(argv[2], NULL, 10);
+	long max = strtol(argv[3], NULL, 10);
+	int s = socket(AF_INET, SOCK_DGRAM, 0), go = socket(AF_INET, SOCK_DGRAM, 0);
+	int small = 1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in b = { .sin_family = AF_INET, .sin_port = htons((uint16_t)(port + 1)) };
+	if (s < 0 || go < 0 || setsockopt(s, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) != 0 ||
+	    bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    bind(go, (struct sockaddr *)&b, sizeof(b)) != 0)
+		fail("flood: sockets");
+	printf("flood ready\n");
+	if (wait_fd(go, POLLIN, 30000) != 1)
+		fail("flood: no go");
+	uint8_t buf[65536], want[MAX_DGRAM];
+	long kept = 0;
+	ssize_t n;
+	while ((n = recv(s, buf, sizeof(buf), MSG_DONTWAIT)) >= 0) {
+		unsigned seq;
+		memcpy(&seq, buf, 4);
+		if (n < 4 || (size_t)n != payload(seq, want) || memcmp(buf, want, (size_t)n) != 0)
+			fail("flood: a kept datagram differs");
+		kept++;
+	}
+	printf("flood kept %ld\n", kept);
+	if (kept < 1 || kept > max)
+		fail("flood: the socket kept more than its receive buffers (or nothing)");
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	start = time(NULL);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 6 && strcmp(argv[1], "mcast") == 0)
 		return mcast(argv);
+	if (argc == 4 && strcmp(argv[1], "flood") == 0)
+		return flood(argv);
 	if (argc != 5) {
 		fprintf(stderr, "usage: udp PORT PEER_IP ECHO_PORT COUNT\n"
-				"       udp mcast GROUP PORT PEER_PORT COUNT\n");
+				"       udp mcast GROUP PORT PEER_PORT COUNT\n"
+				"       udp flood PORT MAX\n");
 		return 2;
 	}
 	int s = socket(AF_INET, SOCK_DGRAM, 0);

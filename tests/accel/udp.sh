@@ -131,6 +131,29 @@ rules_run bind_port_ip 7007 '' 198.18.9.1 198.18.9.1
 	fsk_fail "a socket bound to the port's IP was not accelerated"
 echo "bind to the port's IP: accelerated"
 
+# A flood beyond the receive buffers: with the smallest SO_RCVBUF the socket
+# keeps at most its 64 receives of 500 datagrams, intact, and survives.
+fsk_bg ip netns exec "$nsa" nice timeout -k 5 40 "$FSK_LAUNCHER" --log info --log-file "$T/flood.log" \
+	--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk -- \
+	"$prog" flood 7030 64 >"$T/flood.out" 2>&1
+flood=$fsk_last_pid
+i=0
+until grep -q 'flood ready' "$T/flood.out"; do
+	sleep 0.1
+	i=$((i + 1))
+	[ $i -lt 200 ] || { cat "$T/flood.out"; fsk_fail "flood: the program did not start"; }
+done
+ip netns exec "$nsb" timeout 20 "$FSK_PYTHON" -c 'import socket, sys, time
+sys.path.insert(0, sys.argv[1])
+from udp_peer import payload
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for q in range(500):
+    s.sendto(payload(q), ("198.18.9.1", 7030))
+time.sleep(0.5)
+s.sendto(b"go", ("198.18.9.1", 7031))' "$top_srcdir/tests/accel" || fsk_fail "flood: the sender failed"
+wait "$flood" || { cat "$T/flood.out"; fsk_fail "flood: the program failed"; }
+cat "$T/flood.out"
+
 # Multicast: the peer joins 239.7.8.9 on 198.18.9.2 and waits for the
 # launched program's datagrams; the program's two sockets join the group on
 # the port and take the peer's datagrams, one leaves and must get nothing more.
