@@ -174,12 +174,18 @@ ssize_t stk_udp_recvmsg(struct stk_sock *sock, struct msghdr *msg, int flags)
 		ret = take_one(udp, msg, flags & ~MSG_DONTWAIT);
 		if (ret != -EAGAIN || dontwait)
 			break;
-		if (!deadline)
+		if (!deadline) {
+			/* a close of the fd by another thread must not free the
+			 * socket under this wait (the kernel's stays alive too) */
+			stk_sock_ref(sock);
 			deadline = rcv_deadline(udp);
+		}
 		ret = rx_wait(udp, deadline);
 		if (ret)
 			break;
 	}
+	if (deadline)
+		stk_sock_unref(sock);
 	stk_fi_leave();
 	errno = saved_errno;
 	return ret;
