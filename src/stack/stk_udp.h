@@ -75,6 +75,12 @@ struct stk_udp {
 	unsigned head;            /* protected by rx_lock: next slot to read */
 	unsigned done;            /* atomic (written under cq_lock): completions taken */
 	unsigned rx_turn;         /* protected by rx_lock: receives since the kernel's turn */
+	enum stk_udp_seen {       /* protected by rx_lock: the side a MSG_PEEK or
+				   * FIONREAD saw, which the next receive takes */
+		STK_UDP_SEEN_NONE,
+		STK_UDP_SEEN_FABRIC,
+		STK_UDP_SEEN_KERNEL,
+	} seen;
 	uint64_t generation;      /* atomic: moves with every arrival */
 	uint64_t peer;            /* atomic: connected peer (stk_udp_key), 0: none */
 	uint64_t tx_cache;        /* atomic: last destination key << 16 | AV index + 1 */

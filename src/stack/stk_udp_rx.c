@@ -94,19 +94,36 @@ static ssize_t take_kernel(struct stk_udp *udp, struct msghdr *msg, int flags)
 	return ret;
 }
 
-/* One datagram from either side, without waiting: the fabric's first unless
- * it is the kernel's turn. */
+/* rx_lock held: does the next receive look at the kernel socket first? The
+ * side a MSG_PEEK or FIONREAD looked at, so that the next receive takes the
+ * datagram they saw; else the kernel's turn, every STK_UDP_KERNEL_EVERY-th. */
+static bool kernel_first(const struct stk_udp *udp)
+{
+	if (udp->seen != STK_UDP_SEEN_NONE)
+		return udp->seen == STK_UDP_SEEN_KERNEL;
+	return (udp->rx_turn + 1) % STK_UDP_KERNEL_EVERY == 0;
+}
+
+/* One datagram from either side, without waiting (kernel_first). */
 static ssize_t take_one(struct stk_udp *udp, struct msghdr *msg, int flags)
 {
 	pthread_mutex_lock(&udp->rx_lock);
-	bool kernel_first = ++udp->rx_turn % STK_UDP_KERNEL_EVERY == 0;
-	ssize_t ret = -EAGAIN;
-	if (kernel_first)
-		ret = take_kernel(udp, msg, flags);
-	if (ret == -EAGAIN)
+	bool kfirst = kernel_first(udp), from_kernel = kfirst;
+	ssize_t ret = kfirst ? take_kernel(udp, msg, flags) : -EAGAIN;
+	if (ret == -EAGAIN) {
 		ret = take_fabric(udp, msg, flags);
-	if (ret == -EAGAIN && !kernel_first)
+		from_kernel = false;
+	}
+	if (ret == -EAGAIN && !kfirst) {
 		ret = take_kernel(udp, msg, flags);
+		from_kernel = true;
+	}
+	if (ret >= 0 && (flags & MSG_PEEK)) {
+		udp->seen = from_kernel ? STK_UDP_SEEN_KERNEL : STK_UDP_SEEN_FABRIC;
+	} else if (ret >= 0) {
+		udp->seen = STK_UDP_SEEN_NONE;
+		udp->rx_turn++;
+	}
 	pthread_mutex_unlock(&udp->rx_lock);
 	return ret;
 }
@@ -243,13 +260,31 @@ int stk_udp_recvmmsg(struct stk_sock *sock, struct mmsghdr *vec, unsigned int vl
 	return (int)done;
 }
 
+/* rx_lock held: the length of the kernel socket's next datagram, or -1. */
+static int kernel_next_len(struct stk_udp *udp)
+{
+	char byte;
+	ssize_t n = stk_sys.recv(udp->kfd, &byte, 1, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+	return n < 0 ? -1 : (int)n;
+}
+
 int stk_udp_next_len(struct stk_udp *udp)
 {
 	pthread_mutex_lock(&udp->rx_lock);
-	struct stk_udp_slot *slot = next_slot(udp);
-	int len = slot ? (int)slot->len : 0;
+	bool kfirst = kernel_first(udp);
+	int len = kfirst ? kernel_next_len(udp) : -1;
+	enum stk_udp_seen seen = STK_UDP_SEEN_KERNEL;
+	if (len < 0) {
+		struct stk_udp_slot *slot = next_slot(udp);
+		len = slot ? (int)slot->len : -1;
+		seen = STK_UDP_SEEN_FABRIC;
+	}
+	if (len < 0 && !kfirst) {
+		len = kernel_next_len(udp);
+		seen = STK_UDP_SEEN_KERNEL;
+	}
+	if (len >= 0)
+		udp->seen = seen;
 	pthread_mutex_unlock(&udp->rx_lock);
-	if (!slot && stk_sys.ioctl(udp->kfd, FIONREAD, &len) != 0)
-		len = 0;
-	return len;
+	return len < 0 ? 0 : len;
 }

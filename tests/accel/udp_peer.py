@@ -7,8 +7,8 @@ first: a veth passes the kernel's datagrams on with the UDP checksum left
 to the NIC, and the DPDK port's af_packet reader would see it as bad.
 
 Echoes every datagram that reaches ECHO_PORT (a thread, until killed). Sends
-COUNT numbered datagrams to DPDK_IP:PORT and KCOUNT to KERNEL_IP:PORT (the
-launched program's kernel socket), in windows of 8, each until its echo
+COUNT numbered datagrams to DPDK_IP:PORT, then KCOUNT more, every other one
+to KERNEL_IP:PORT (the launched program's kernel socket), in windows of 8, each until its echo
 came back byte for byte (lost ones are sent again, 20 tries); then "END"
 until echoed. Prints "sent N" and "echoes ok" on success; exits 1 otherwise.
 """
@@ -51,12 +51,12 @@ def echo_forever(port):
         s.sendto(data, src)
 
 
-def exchange(s, dest, seqs):
-    """Send each seq to dest until its exact echo came back."""
+def exchange(s, dest_of, seqs):
+    """Send each seq to dest_of(seq) until its exact echo came back."""
     pending = {q: payload(q) for q in seqs}
     for _ in range(20):
         for q in list(pending):
-            s.sendto(pending[q], dest)
+            s.sendto(pending[q], dest_of(q))
         end = time.monotonic() + 0.5
         while pending and time.monotonic() < end:
             r, _, _ = select.select([s], [], [], max(0.0, end - time.monotonic()))
@@ -71,7 +71,7 @@ def exchange(s, dest, seqs):
                 del pending[q]
         if not pending:
             return
-    print("FAIL: no echo for %s from %s" % (sorted(pending)[:8], dest))
+    print("FAIL: no echo for %s from %s" % (sorted(pending)[:8], dest_of(min(pending))))
     sys.exit(1)
 
 
@@ -83,9 +83,12 @@ def main():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("0.0.0.0", 0))
     for base in range(0, count, WINDOW):
-        exchange(s, (dpdk_ip, port), range(base, min(count, base + WINDOW)))
+        exchange(s, lambda q: (dpdk_ip, port), range(base, min(count, base + WINDOW)))
+    # then both sides of the launched socket at once: odd numbers to its
+    # kernel address, even ones to the port's
     for base in range(count, count + kcount, WINDOW):
-        exchange(s, (kernel_ip, port), range(base, min(count + kcount, base + WINDOW)))
+        exchange(s, lambda q: (kernel_ip if q % 2 else dpdk_ip, port),
+                 range(base, min(count + kcount, base + WINDOW)))
     print("sent %d" % (count + kcount), flush=True)
     for _ in range(50):
         s.sendto(b"END", (dpdk_ip, port))
