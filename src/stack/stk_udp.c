@@ -93,15 +93,16 @@ static void udp_free(struct stk_udp *udp)
 }
 
 /* One receive per KiB of the kernel socket's SO_RCVBUF (as the kernel
- * reports it, doubled), a power of 2 within the bounds. */
-static unsigned slots_for(int fd)
+ * reports it, doubled), a power of 2 within the bounds and what the
+ * endpoint can have posted (max). */
+static unsigned slots_for(int fd, unsigned max)
 {
 	int rcvbuf = 0;
 	socklen_t len = sizeof(rcvbuf);
 	if (stk_sys.getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) != 0)
 		rcvbuf = 0;
 	unsigned n = STK_UDP_SLOTS_MIN;
-	while (n < STK_UDP_SLOTS_MAX && n * 1024u < (unsigned)rcvbuf)
+	while (n < STK_UDP_SLOTS_MAX && n * 2 <= max && n * 1024u < (unsigned)rcvbuf)
 		n *= 2;
 	return n;
 }
@@ -147,7 +148,7 @@ static const char *attach(struct stk_sock *sock, int fd)
 	if (local.sin_addr.s_addr != INADDR_ANY && local.sin_addr.s_addr != ip &&
 	    !IN_MULTICAST(ntohl(local.sin_addr.s_addr)))
 		return "bound to an address that is not the dpdk port's";
-	struct stk_udp *udp = udp_alloc(stk_udp_fab_max_msg(fab), slots_for(fd));
+	struct stk_udp *udp = udp_alloc(stk_udp_fab_max_msg(fab), slots_for(fd, stk_udp_fab_rx_max(fab)));
 	if (!udp)
 		return "out of memory";
 	udp->local = local;

@@ -141,6 +141,8 @@ int stk_udp_fab_get(struct stk_udp_fab **out);
 void stk_udp_fab_subnet(const struct stk_udp_fab *fab, uint32_t *ip, uint32_t *mask);
 /* Largest datagram the port carries in one frame. */
 size_t stk_udp_fab_max_msg(const struct stk_udp_fab *fab);
+/* Receives an endpoint may have posted at once (its rx_attr size). */
+unsigned stk_udp_fab_rx_max(const struct stk_udp_fab *fab);
 /* Open udp's endpoint on udp->local (port set) with its slots posted. */
 int stk_udp_fab_open_ep(struct stk_udp_fab *fab, struct stk_udp *udp);
 /* Join group (network order) on udp's endpoint for its own UDP port; leave

@@ -204,6 +204,12 @@ size_t stk_udp_fab_max_msg(const struct stk_udp_fab *fab)
 	return fab->max_msg;
 }
 
+unsigned stk_udp_fab_rx_max(const struct stk_udp_fab *fab)
+{
+	size_t size = fab->info->rx_attr ? fab->info->rx_attr->size : 0;
+	return size && size < UINT32_MAX ? (unsigned)size : UINT32_MAX;
+}
+
 /* ---- addresses ---- */
 
 static unsigned hash_of(uint64_t key)

@@ -468,7 +468,10 @@ int main(int argc, char **argv)
 	int s = socket(AF_INET, SOCK_DGRAM, 0);
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_port = htons((uint16_t)strtoul(argv[1], NULL, 10)) };
-	int on = 1;
+	int on = 1, big = 16 << 20;
+	/* a receive buffer larger than the port's receives (root may force it) */
+	if (s >= 0 && setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)) != 0)
+		setsockopt(s, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
 	if (s < 0 || setsockopt(s, IPPROTO_IP, IP_PKTINFO, &on, sizeof(on)) != 0 ||
 	    bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
 	    setsockopt(s, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) != 0)
