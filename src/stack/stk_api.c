@@ -154,7 +154,7 @@ unsigned stk_sock_state(const struct stk_sock *sock)
 {
 	struct stk_conn *conn = sock->conn;
 	if (sock->udp)
-		return STK_SOCK_CARRIED | STK_SOCK_FABRIC;
+		return sock->ops ? STK_SOCK_CARRIED | STK_SOCK_FABRIC : 0;
 	if (!conn)
 		return 0;
 	unsigned state = STK_SOCK_CONN;

@@ -46,8 +46,10 @@ void stk_fork_parent(void)
 void stk_fork_child(void)
 {
 	stk_counters_set_mirror(NULL); /* the parent's segment is not ours to count in */
+	/* before the epoll sets refill their sleep sets: the parent's UDP
+	 * fabric is not the child's to wait on */
+	stk_udp_atfork_child();
 	stk_migrate_atfork_child();
-	stk_udp_atfork_child(); /* after the epoll sets' locks are the child's */
 	stk_stat_conn_atfork_child();
 }
 

@@ -230,14 +230,16 @@ void stk_udp_close(struct stk_sock *sock)
 {
 	struct stk_udp *udp = sock->udp;
 	struct stk_udp_fab *fab = stk_udp_fab_current();
-	registry_del(udp);
-	stk_udp_mc_leave_all(udp);
-	if (fab)
-		stk_udp_fab_close_ep(fab, udp);
+	if (!udp->orphan) {
+		registry_del(udp);
+		stk_udp_mc_leave_all(udp);
+		if (fab)
+			stk_udp_fab_close_ep(fab, udp);
+		__atomic_fetch_sub(&stk_accel_live, 1, __ATOMIC_RELAXED);
+	}
 	stk_udp_ready_closed(udp);
 	udp_free(udp);
 	sock->udp = NULL;
-	__atomic_fetch_sub(&stk_accel_live, 1, __ATOMIC_RELAXED);
 }
 
 void stk_udp_atfork_prepare(void)
@@ -250,18 +252,20 @@ void stk_udp_atfork_parent(void)
 	pthread_mutex_unlock(&registry_lock);
 }
 
-/* The parent's objects stay allocated (their memory is the parent's state,
- * copied): only the child's duplicate of the kernel socket is closed. */
+/* The parent's objects are the child's copies: each stays, orphaned, until
+ * the child closes its socket (its endpoint and port are left alone). */
 void stk_udp_atfork_child(void)
 {
 	pthread_mutex_init(&registry_lock, NULL);
 	stk_udp_fab_atfork_child();
-	for (struct stk_udp *udp = registry; udp; udp = udp->next) {
-		struct stk_sock *sock = udp->sock;
-		sock->ops = NULL;
-		sock->udp = NULL;
-		stk_watch_kernel(&udp->watch);
-		stk_sys.close(udp->kfd);
+	struct stk_udp *next;
+	for (struct stk_udp *udp = registry; udp; udp = next) {
+		next = udp->next;
+		udp->next = udp->prev = NULL;
+		udp->orphan = true;
+		udp->sock->ops = NULL;
+		__atomic_store_n(&udp->head, udp->done, __ATOMIC_RELAXED); /* the parent's */
+		udp->nmcs = 0;  /* the parent's memberships */
 		__atomic_fetch_sub(&stk_accel_live, 1, __ATOMIC_RELAXED);
 	}
 	registry = NULL;

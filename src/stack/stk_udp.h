@@ -95,6 +95,9 @@ struct stk_udp {
 		struct fid_mc *mc;
 	} mcs[STK_UDP_MC_MAX];
 	unsigned nmcs;
+	bool orphan;              /* a fork's child: the port is the parent's, the
+				   * kernel carries the data calls, readiness is
+				   * the kernel socket's (through kfd) */
 	struct stk_sock *sock;    /* the socket carried (registry, for fork) */
 	struct stk_udp *next, *prev; /* protected by the registry's lock */
 };
@@ -124,10 +127,12 @@ void stk_udp_connected(struct stk_sock *sock, int fd, int kernel_ret);
 void stk_udp_close(struct stk_sock *sock);
 /* The socket's operations (stk_sock.h). */
 extern const struct stk_sock_ops stk_udp_ops;
-/* fork: the child's accelerated UDP sockets become plain kernel sockets (the
- * port and every datagram the fabric took stay the parent's; epoll sets
- * holding them hand them to their kernel sets), and the child accelerates
- * no UDP socket of its own. prepare/parent hold the registry's lock. */
+/* fork: the child's accelerated UDP sockets become kernel sockets (orphan:
+ * the port and every datagram the fabric took stay the parent's); epoll
+ * sets holding one keep it, their readiness now the kernel socket's alone
+ * (handing it to the app's kernel epoll set would change the parent's too:
+ * a fork shares it). The child accelerates no UDP socket of its own.
+ * prepare/parent hold the registry's lock. */
 void stk_udp_atfork_prepare(void);
 void stk_udp_atfork_parent(void);
 void stk_udp_atfork_child(void);
