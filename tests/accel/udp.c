@@ -418,7 +418,9 @@ static int mcast(char **argv)
 
 /* udp flood PORT MAX: a socket on PORT with the smallest SO_RCVBUF reads
  * nothing until a datagram reaches PORT + 1, then takes what was kept:
- * between 1 and MAX datagrams, each intact. */
+ * between 1 and MAX datagrams, each intact. Then a blocking receive with
+ * SO_RCVTIMEO 200 ms times out (EAGAIN), and one with 10 s sleeps until the
+ * peer's "late" datagram wakes it. */
 static int flood(char **argv)
 {
 	unsigned port = (unsigned)strtoul(argv[2], NULL, 10);
@@ -447,6 +449,22 @@ static int flood(char **argv)
 	printf("flood kept %ld\n", kept);
 	if (kept < 1 || kept > max)
 		fail("flood: the socket kept more than its receive buffers (or nothing)");
+	struct timeval tv = { .tv_usec = 200000 };
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+	    recv(s, buf, sizeof(buf), 0) != -1 || (errno != EAGAIN && errno != EWOULDBLOCK))
+		fail("SO_RCVTIMEO: not EAGAIN");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	if (ms < 150)
+		fail("SO_RCVTIMEO: returned too early");
+	tv.tv_sec = 10;
+	tv.tv_usec = 0;
+	if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+	    recv(s, buf, sizeof(buf), 0) != 4 || memcmp(buf, "late", 4) != 0)
+		fail("a blocking receive was not woken by the port's datagram");
+	printf("timeout after %ld ms; woken by a late datagram\n", ms);
 	printf("ok\n");
 	return 0;
 }

@@ -133,7 +133,8 @@ rules_run bind_port_ip 7007 '' 198.18.9.1 198.18.9.1
 echo "bind to the port's IP: accelerated"
 
 # A flood beyond the receive buffers: with the smallest SO_RCVBUF the socket
-# keeps at most its 64 receives of 500 datagrams, intact, and survives.
+# keeps at most its 64 receives of 500 datagrams, intact, and survives; then
+# SO_RCVTIMEO, and a blocking receive asleep until a datagram wakes it.
 fsk_bg ip netns exec "$nsa" nice timeout -k 5 40 "$FSK_LAUNCHER" --log info --log-file "$T/flood.log" \
 	--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk -- \
 	"$prog" flood 7030 64 >"$T/flood.out" 2>&1
@@ -151,7 +152,9 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 for q in range(500):
     s.sendto(payload(q), ("198.18.9.1", 7030))
 time.sleep(0.5)
-s.sendto(b"go", ("198.18.9.1", 7031))' "$top_srcdir/tests/accel" || fsk_fail "flood: the sender failed"
+s.sendto(b"go", ("198.18.9.1", 7031))
+time.sleep(2)
+s.sendto(b"late", ("198.18.9.1", 7030))' "$top_srcdir/tests/accel" || fsk_fail "flood: the sender failed"
 wait "$flood" || { cat "$T/flood.out"; fsk_fail "flood: the program failed"; }
 cat "$T/flood.out"
 
