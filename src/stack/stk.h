@@ -5,8 +5,8 @@
  * one open application socket the stack may accelerate (shared by every fd that
  * dup'ed it); the preload keeps fd -> handle in its fd table and never looks
  * inside. Each kind of socket has its own operations behind the handle (TCP
- * stream: stk_tcp.c; UDP sockets and epoll objects: none, the kernel carries
- * every call).
+ * stream: stk_tcp.c; UDP on a dpdk port: stk_udp.c; other UDP sockets and
+ * epoll objects: none, the kernel carries every call).
  *
  * Data-path contract: the wrapper looks its fd up once. An untracked fd goes to
  * the real call with no stack call at all. A tracked socket makes ONE call

@@ -79,9 +79,9 @@ struct stk_sock *stk_sock_new_epoll(struct stk_epoll *ep);
 /* Decide for a socket whose role is now known (local/remote may be NULL when
  * unknown). Logs the outcome (debug), logs each distinct fallback reason once
  * (info), counts everything. Returns true when the socket stays a candidate for
- * acceleration (TCP, rules say accel); false means the kernel keeps it and the
- * caller may forget the object. An accelerated UDP socket is attached to the
- * dpdk port here (stk_udp.h). */
+ * acceleration (TCP the rules accelerate, or UDP attached to the dpdk port
+ * here, stk_udp.h); false means the kernel keeps it and the caller may
+ * forget the object. */
 bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
 		     const struct sockaddr *local, const struct sockaddr *remote);
 
