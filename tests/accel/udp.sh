@@ -158,6 +158,31 @@ s.sendto(b"late", ("198.18.9.1", 7030))' "$top_srcdir/tests/accel" || fsk_fail "
 wait "$flood" || { cat "$T/flood.out"; fsk_fail "flood: the program failed"; }
 cat "$T/flood.out"
 
+# A real program: sockperf's UDP server launched, its client plain in B.
+if command -v sockperf >/dev/null 2>&1; then
+	fsk_bg ip netns exec "$nsa" nice timeout -k 5 30 "$FSK_LAUNCHER" --log info --log-file "$T/sp.log" \
+		--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk -- \
+		sockperf server -i 0.0.0.0 -p 7040 >"$T/sp-server.out" 2>&1
+	sp=$fsk_last_pid
+	i=0
+	until ip netns exec "$nsa" awk '$2 ~ /:1B80$/ { f = 1 } END { exit !f }' /proc/net/udp; do
+		sleep 0.1
+		i=$((i + 1))
+		[ $i -lt 200 ] || { cat "$T/sp-server.out"; fsk_fail "sockperf server did not bind"; }
+	done
+	ip netns exec "$nsb" timeout 20 sockperf ping-pong -i 198.18.9.1 -p 7040 -t 2 -m 64 \
+		>"$T/sp-client.out" 2>&1 || { cat "$T/sp-client.out"; fsk_fail "sockperf ping-pong failed"; }
+	kill "$sp" 2>/dev/null
+	wait "$sp" 2>/dev/null
+	grep -a 'Summary\|dropped' "$T/sp-client.out"
+	grep -q '# dropped messages = 0;' "$T/sp-client.out" || fsk_fail "sockperf: messages dropped"
+	sprx=$(fsk_counter "$T/sp.log" datagrams_rx_dpdk)
+	[ "$sprx" -ge 1000 ] || fsk_fail "sockperf: datagrams_rx_dpdk $sprx: the server's datagrams did not go over dpdk"
+	echo "sockperf: $sprx datagrams each way over dpdk"
+else
+	echo "sockperf not installed: its phase is left out"
+fi
+
 # Multicast: the peer joins 239.7.8.9 on 198.18.9.2 and waits for the
 # launched program's datagrams; the program's two sockets join the group on
 # the port and take the peer's datagrams, one leaves and must get nothing more.
