@@ -41,19 +41,32 @@ udp_out() { ip netns exec "$nsa" awk '/^Udp:/ { if (h) print $5; h = 1 }' /proc/
 in0=$(udp_in) out0=$(udp_out)
 
 T=$fsk_tmp
-fsk_bg ip netns exec "$nsa" nice timeout -k 5 90 "$FSK_LAUNCHER" --log info --log-file "$T/app.log" \
-	--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk -- \
-	"$prog" 7001 198.18.9.2 7002 "$count" >"$T/app.out" 2>"$T/app.err"
+# on_port NAME SECONDS [launcher options] -- CMD...: CMD launched in A on the
+# DPDK port, bounded, in the background ($fsk_last_pid); libfabsock's log
+# (FABSOCK_LOG=info: the counters at exit) in $T/NAME.log.
+on_port() {
+	_name=$1 _secs=$2
+	shift 2
+	fsk_bg ip netns exec "$nsa" nice timeout -k 5 "$_secs" "$FSK_LAUNCHER" --log info \
+		--log-file "$T/$_name.log" --dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 \
+		--provider dpdk "$@"
+}
+# wait_word FILE WORD PID: bounded (30 s) wait for WORD in FILE while PID
+# lives; on a failure, what the programs said.
+wait_word() {
+	i=0
+	until grep -q "$2" "$1" 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+		[ $i -lt 300 ] && kill -0 "$3" 2>/dev/null && continue
+		tail -n 20 "$T"/*.out "$T"/*.err 2>/dev/null
+		grep -a 'warn\|error' "$T"/*.log 2>/dev/null | tail -n 20
+		fsk_fail "no '$2' in $1"
+	done
+}
+on_port app 90 -- "$prog" 7001 198.18.9.2 7002 "$count" >"$T/app.out" 2>"$T/app.err"
 app=$fsk_last_pid
-i=0
-until grep -q listening "$T/app.out" 2>/dev/null; do
-	sleep 0.1
-	i=$((i + 1))
-	if [ $i -ge 300 ] || ! kill -0 "$app" 2>/dev/null; then
-		cat "$T/app.out" "$T/app.err"; tail -n 20 "$T/app.log"
-		fsk_fail "the launched program did not start"
-	fi
-done
+wait_word "$T/app.out" listening "$app"
 fsk_bg ip netns exec "$nsb" nice timeout -k 5 90 "$FSK_PYTHON" "$top_srcdir/tests/accel/udp_peer.py" \
 	198.18.9.1 7001 198.19.9.1 "$count" "$kcount" 7002 "fub$id" >"$T/peer.out" 2>&1
 wait "$app"
@@ -88,9 +101,7 @@ echo "unicast: $count datagrams each way over dpdk, then $kcount mixed with the 
 # is reached at A's kernel address; one a rule accelerates (the default being
 # kernel) at the port's.
 rules_run() { # NAME PORT RULES DEST_IP [BIND_IP]
-	fsk_bg ip netns exec "$nsa" nice timeout -k 5 40 "$FSK_LAUNCHER" --log info --log-file "$T/$1.log" \
-		--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk --rules "$3" -- \
-		"$FSK_PYTHON" -c 'import socket, sys
+	on_port "$1" 40 --rules "$3" -- "$FSK_PYTHON" -c 'import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind((sys.argv[2], int(sys.argv[1])))
 print("bound", flush=True)
@@ -98,12 +109,7 @@ s.settimeout(20)
 d, a = s.recvfrom(2048)
 s.sendto(d, a)' "$2" "${5:-0.0.0.0}" >"$T/$1.out" 2>&1
 	_app=$fsk_last_pid
-	i=0
-	until grep -q bound "$T/$1.out"; do
-		sleep 0.1
-		i=$((i + 1))
-		[ $i -lt 200 ] || { cat "$T/$1.out"; fsk_fail "rules: $1 did not start"; }
-	done
+	wait_word "$T/$1.out" bound "$_app"
 	ip netns exec "$nsb" timeout 20 "$FSK_PYTHON" -c 'import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.settimeout(0.3)
@@ -135,16 +141,9 @@ echo "bind to the port's IP: accelerated"
 # A flood beyond the receive buffers: with the smallest SO_RCVBUF the socket
 # keeps at most its 64 receives of 500 datagrams, intact, and survives; then
 # SO_RCVTIMEO, and a blocking receive asleep until a datagram wakes it.
-fsk_bg ip netns exec "$nsa" nice timeout -k 5 40 "$FSK_LAUNCHER" --log info --log-file "$T/flood.log" \
-	--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk -- \
-	"$prog" flood 7030 64 >"$T/flood.out" 2>&1
+on_port flood 40 -- "$prog" flood 7030 64 >"$T/flood.out" 2>&1
 flood=$fsk_last_pid
-i=0
-until grep -q 'flood ready' "$T/flood.out"; do
-	sleep 0.1
-	i=$((i + 1))
-	[ $i -lt 200 ] || { cat "$T/flood.out"; fsk_fail "flood: the program did not start"; }
-done
+wait_word "$T/flood.out" 'flood ready' "$flood"
 ip netns exec "$nsb" timeout 20 "$FSK_PYTHON" -c 'import socket, sys, time
 sys.path.insert(0, sys.argv[1])
 from udp_peer import payload
@@ -160,9 +159,7 @@ cat "$T/flood.out"
 
 # A real program: sockperf's UDP server launched, its client plain in B.
 if command -v sockperf >/dev/null 2>&1; then
-	fsk_bg ip netns exec "$nsa" nice timeout -k 5 30 "$FSK_LAUNCHER" --log info --log-file "$T/sp.log" \
-		--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk -- \
-		sockperf server -i 0.0.0.0 -p 7040 >"$T/sp-server.out" 2>&1
+	on_port sp 30 -- sockperf server -i 0.0.0.0 -p 7040 >"$T/sp-server.out" 2>&1
 	sp=$fsk_last_pid
 	i=0
 	until ip netns exec "$nsa" awk '$2 ~ /:1B80$/ { f = 1 } END { exit !f }' /proc/net/udp; do
@@ -191,20 +188,8 @@ mc_py="$top_srcdir/tests/accel/udp_mc_peer.py"
 fsk_bg ip netns exec "$nsb" nice timeout -k 5 60 "$FSK_PYTHON" "$mc_py" recv $mc 7012 $mcount 198.18.9.2 \
 	>"$T/mcpeer.out" 2>&1
 mcpeer=$fsk_last_pid
-fsk_bg ip netns exec "$nsa" nice timeout -k 5 60 "$FSK_LAUNCHER" --log info --log-file "$T/mc.log" \
-	--dpdk "net_af_packet0,iface=fua$id" --ip 198.18.9.1/24 --provider dpdk -- \
-	"$prog" mcast $mc 7010 7012 $mcount >"$T/mc.out" 2>"$T/mc.err"
+on_port mc 60 -- "$prog" mcast $mc 7010 7012 $mcount >"$T/mc.out" 2>"$T/mc.err"
 mcapp=$fsk_last_pid
-wait_word() { # FILE WORD PID: bounded wait for WORD while PID lives
-	i=0
-	until grep -q "$2" "$1" 2>/dev/null; do
-		sleep 0.1
-		i=$((i + 1))
-		[ $i -lt 200 ] && kill -0 "$3" 2>/dev/null && continue
-		cat "$T/mc.out" "$T/mc.err" "$T/mcpeer.out"; grep -a 'warn\|error' "$T/mc.log"
-		fsk_fail "multicast: no '$2' in $1"
-	done
-}
 wait_word "$T/mcpeer.out" joined "$mcpeer"
 wait_word "$T/mc.out" joined "$mcapp"
 ip netns exec "$nsb" timeout 30 "$FSK_PYTHON" "$mc_py" send $mc 7010 $mcount 198.18.9.2 2 ||
