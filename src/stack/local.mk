@@ -39,7 +39,7 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_accel.c src/stack/stk_accel.h \
 	src/stack/stk_tcp.c \
 	src/stack/stk_udp.c src/stack/stk_udp.h src/stack/stk_udp_fab.c src/stack/stk_udp_rx.c \
-	src/stack/stk_udp_opt.c \
+	src/stack/stk_udp_opt.c src/stack/stk_udp_exec.c \
 	src/stack/stk_udp_ready.c \
 	src/stack/stk_api.c src/stack/stk_api_proc.c src/stack/stk_api_ready.c \
 	src/stack/stk.h

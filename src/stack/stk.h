@@ -220,11 +220,13 @@ void stk_sock_leave(struct stk_sock *sock, enum stk_leave why);
 
 /* Before an exec: every fd below nfds that the new image inherits (no
  * FD_CLOEXEC) and is on the fabric migrates (negotiating ones settle on the
- * kernel); for each with unread bytes, handed(ctx, fd, memfd) names the memfd
- * holding them (close-on-exec; the callee duplicates it). */
+ * kernel); for each with unread bytes (or, for a UDP socket on the dpdk port,
+ * unread datagrams), handed(ctx, fd, memfd) names the memfd holding them
+ * (close-on-exec; the callee duplicates it). */
 void stk_exec_prepare(int nfds, void (*handed)(void *ctx, int fd, int memfd), void *ctx);
-/* In the new image: fd is an inherited socket whose unread bytes are in memfd
- * (taken). A handle (one reference) or NULL (bytes lost, logged). */
+/* In the new image: fd is an inherited socket whose unread bytes (or
+ * datagrams) are in memfd (taken). A handle (one reference) or NULL (lost,
+ * logged). */
 struct stk_sock *stk_sock_adopt(int fd, int memfd);
 
 /* Unread bytes of a migrated connection still held by the stack: count, and

@@ -91,11 +91,19 @@ void stk_exec_prepare(int nfds, void (*handed)(void *ctx, int fd, int memfd), vo
 	int *fds = NULL;
 	for (int fd = 0; fd < nfds; fd++) {
 		struct stk_sock *sock = stk_fds.get(fd);
-		if (!sock || !sock->conn)
+		if (!sock || (!sock->conn && !sock->udp))
 			continue;
 		int fl = stk_sys.fcntl(fd, F_GETFD);
 		if (fl < 0 || (fl & FD_CLOEXEC))
 			continue;
+		if (sock->udp) { /* its unread datagrams go along */
+			int memfd = stk_udp_exec_memfd(sock->udp);
+			if (memfd >= 0) {
+				handed(ctx, fd, memfd);
+				stk_sys.close(memfd);
+			}
+			continue;
+		}
 		if (!stk_conn_on_fabric(sock->conn)) {
 			stk_accel_refuse(sock); /* still negotiating: the kernel */
 			continue;
@@ -125,6 +133,9 @@ void stk_exec_prepare(int nfds, void (*handed)(void *ctx, int fd, int memfd), vo
 
 struct stk_sock *stk_sock_adopt(int fd, int memfd)
 {
+	struct stk_sock *sock;
+	if (stk_udp_adopt(fd, memfd, &sock))
+		return sock;
 	return stk_accel_adopt(fd, memfd);
 }
 

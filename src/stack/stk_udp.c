@@ -82,7 +82,7 @@ static int local_port(int fd, struct sockaddr_in *local)
 	return stk_sys.getsockname(fd, (struct sockaddr *)local, &len) == 0 ? 0 : -errno;
 }
 
-static void udp_free(struct stk_udp *udp)
+void stk_udp_free(struct stk_udp *udp)
 {
 	if (udp->kfd >= 0)
 		stk_sys.close(udp->kfd);
@@ -107,7 +107,7 @@ static unsigned slots_for(int fd, unsigned max)
 	return n;
 }
 
-static struct stk_udp *udp_alloc(size_t slot_size, unsigned nslots)
+struct stk_udp *stk_udp_alloc(size_t slot_size, unsigned nslots)
 {
 	struct stk_udp *udp = calloc(1, sizeof(*udp));
 	if (!udp)
@@ -119,7 +119,7 @@ static struct stk_udp *udp_alloc(size_t slot_size, unsigned nslots)
 	udp->slots = calloc(nslots, sizeof(*udp->slots));
 	udp->mem = malloc(nslots * slot_size);
 	if (!udp->slots || !udp->mem) {
-		udp_free(udp);
+		stk_udp_free(udp);
 		return NULL;
 	}
 	for (unsigned i = 0; i < nslots; i++) {
@@ -127,6 +127,18 @@ static struct stk_udp *udp_alloc(size_t slot_size, unsigned nslots)
 		udp->slots[i].data = udp->mem + (size_t)i * slot_size;
 	}
 	return udp;
+}
+
+void stk_udp_carry(struct stk_sock *sock, struct stk_udp *udp, int fd)
+{
+	int fl = stk_sys.fcntl(fd, F_GETFL);
+	udp->nonblock = fl >= 0 && (fl & O_NONBLOCK);
+	udp->sock = sock;
+	registry_add(udp);
+	sock->udp = udp;
+	sock->ops = &stk_udp_ops;
+	__atomic_fetch_add(&stk_accel_live, 1, __ATOMIC_RELAXED);
+	stk_udp_ready_install();
 }
 
 /* NULL when attached, else why not. */
@@ -148,7 +160,7 @@ static const char *attach(struct stk_sock *sock, int fd)
 	if (local.sin_addr.s_addr != INADDR_ANY && local.sin_addr.s_addr != ip &&
 	    !IN_MULTICAST(ntohl(local.sin_addr.s_addr)))
 		return "bound to an address that is not the dpdk port's";
-	struct stk_udp *udp = udp_alloc(stk_udp_fab_max_msg(fab), slots_for(fd, stk_udp_fab_rx_max(fab)));
+	struct stk_udp *udp = stk_udp_alloc(stk_udp_fab_max_msg(fab), slots_for(fd, stk_udp_fab_rx_max(fab)));
 	if (!udp)
 		return "out of memory";
 	udp->local = local;
@@ -156,24 +168,17 @@ static const char *attach(struct stk_sock *sock, int fd)
 	stk_udp_opts_load(udp, fd);
 	udp->kfd = stk_sys_dup_high(fd);
 	if (udp->kfd < 0) {
-		udp_free(udp);
+		stk_udp_free(udp);
 		return "no free fd for the kernel socket's duplicate";
 	}
 	ret = stk_udp_fab_open_ep(fab, udp);
 	if (ret) {
 		STK_INFO("fd %d: UDP port %u on the dpdk port: %s", fd, ntohs(local.sin_port),
 			 strerror(ret < 0 ? -ret : ret));
-		udp_free(udp);
+		stk_udp_free(udp);
 		return "the UDP port is taken on the dpdk port (one socket per port)";
 	}
-	int fl = stk_sys.fcntl(fd, F_GETFL);
-	udp->nonblock = fl >= 0 && (fl & O_NONBLOCK);
-	udp->sock = sock;
-	registry_add(udp);
-	sock->udp = udp;
-	sock->ops = &stk_udp_ops;
-	__atomic_fetch_add(&stk_accel_live, 1, __ATOMIC_RELAXED);
-	stk_udp_ready_install();
+	stk_udp_carry(sock, udp, fd);
 	stk_count(STK_C_ACCELERATED);
 	stk_count(STK_C_UDP_ACCEL_DPDK);
 	STK_DBG("fd %d: UDP port %u on the dpdk port", fd, ntohs(local.sin_port));
@@ -238,7 +243,7 @@ void stk_udp_close(struct stk_sock *sock)
 		__atomic_fetch_sub(&stk_accel_live, 1, __ATOMIC_RELAXED);
 	}
 	stk_udp_ready_closed(udp);
-	udp_free(udp);
+	stk_udp_free(udp);
 	sock->udp = NULL;
 }
 
@@ -315,7 +320,7 @@ static ssize_t udp_send(struct stk_sock *sock, const struct iovec *iov, int iovc
 		dest.sin_addr.s_addr = (uint32_t)(peer >> 16);
 		dest.sin_port = (uint16_t)peer;
 	}
-	if (!fab || !via_port(fab, udp, &dest) || (flags & MSG_CONFIRM))
+	if (!fab || !udp->ep || !via_port(fab, udp, &dest) || (flags & MSG_CONFIRM))
 		goto kernel;
 	for (int i = 0; i < iovcnt; i++)
 		if (iov[i].iov_len && stk_wait_bad_user_range(iov[i].iov_base, iov[i].iov_len))

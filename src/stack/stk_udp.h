@@ -127,6 +127,12 @@ void stk_udp_connected(struct stk_sock *sock, int fd, int kernel_ret);
 void stk_udp_close(struct stk_sock *sock);
 /* The socket's operations (stk_sock.h). */
 extern const struct stk_sock_ops stk_udp_ops;
+/* An object with nslots slots of slot_size bytes (no endpoint, kfd -1), or
+ * NULL; its free (closes kfd). */
+struct stk_udp *stk_udp_alloc(size_t slot_size, unsigned nslots);
+void stk_udp_free(struct stk_udp *udp);
+/* sock (its kernel socket fd) is carried by udp from now on. */
+void stk_udp_carry(struct stk_sock *sock, struct stk_udp *udp, int fd);
 /* fork: the child's accelerated UDP sockets become kernel sockets (orphan:
  * the port and every datagram the fabric took stay the parent's); epoll
  * sets holding one keep it, their readiness now the kernel socket's alone
@@ -193,6 +199,18 @@ bool stk_udp_mc_via_port(struct stk_udp *udp, uint32_t port_ip);
 void stk_udp_cmsgs(struct stk_udp *udp, const struct stk_udp_slot *slot, struct msghdr *msg);
 /* Leave every group (at close). */
 void stk_udp_mc_leave_all(struct stk_udp *udp);
+
+/* ---- stk_udp_exec.c: datagrams handed down through an exec ---- */
+
+/* Before an exec that keeps the socket: a memfd (close-on-exec) with the
+ * datagrams the port took and the app did not read (copies: if the exec
+ * fails they are still here), or -1 when there are none. */
+int stk_udp_exec_memfd(struct stk_udp *udp);
+/* In the new image: memfd, handed down for the kernel UDP socket fd. 0: not
+ * a UDP hand-down (memfd untouched); 1: it was (memfd closed), *out the
+ * socket that serves those datagrams before its kernel socket's, or NULL
+ * (they are lost, logged). */
+int stk_udp_adopt(int fd, int memfd, struct stk_sock **out);
 
 /* ---- stk_udp_rx.c: receiving ---- */
 

@@ -74,7 +74,7 @@ static int membership(struct stk_udp *udp, int fd, int name, const void *val, so
 	memcpy(&req, val, len < sizeof(req) ? len : sizeof(req));
 	struct stk_udp_fab *fab = stk_udp_fab_current();
 	uint32_t ip, mask;
-	if (!fab || !IN_MULTICAST(ntohl(req.imr_multiaddr.s_addr)))
+	if (!fab || !udp->ep || !IN_MULTICAST(ntohl(req.imr_multiaddr.s_addr)))
 		return STK_KERNEL;
 	stk_udp_fab_subnet(fab, &ip, &mask);
 	if ((len >= sizeof(req) && req.imr_ifindex != 0) ||

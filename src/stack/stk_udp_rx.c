@@ -33,7 +33,8 @@ unsigned stk_udp_rx_pending(struct stk_udp *udp, bool progress)
 static void slot_consumed(struct stk_udp *udp, struct stk_udp_slot *slot)
 {
 	__atomic_store_n(&udp->head, udp->head + 1, __ATOMIC_RELAXED);
-	stk_udp_fab_repost(udp, slot);
+	if (udp->ep) /* none: datagrams an exec handed down */
+		stk_udp_fab_repost(udp, slot);
 }
 
 /* rx_lock held: the next datagram of the fabric that the socket accepts (a

@@ -469,6 +469,46 @@ static int flood(char **argv)
 	return 0;
 }
 
+/* udp exec PORT COUNT: COUNT datagrams reach a socket on PORT before a
+ * datagram to PORT + 1 says go; then the program execs itself ("execd")
+ * with the socket, which must read the COUNT datagrams, intact, in order of
+ * arrival, poll saying readable before each. */
+static int exec_self(char **argv)
+{
+	unsigned port = (unsigned)strtoul(argv[2], NULL, 10);
+	int s = socket(AF_INET, SOCK_DGRAM, 0), go = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in b = { .sin_family = AF_INET, .sin_port = htons((uint16_t)(port + 1)) };
+	if (s < 0 || go < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    bind(go, (struct sockaddr *)&b, sizeof(b)) != 0)
+		fail("exec: sockets");
+	printf("exec ready\n");
+	if (wait_fd(go, POLLIN, 30000) != 1)
+		fail("exec: no go");
+	char fd[16];
+	snprintf(fd, sizeof(fd), "%d", s);
+	execl("/proc/self/exe", "udp", "execd", fd, argv[3], (char *)NULL);
+	fail("execl");
+	return 1;
+}
+
+static int execd(char **argv)
+{
+	int s = (int)strtol(argv[2], NULL, 10);
+	unsigned count = (unsigned)strtoul(argv[3], NULL, 10);
+	uint8_t buf[65536], want[MAX_DGRAM];
+	for (unsigned seq = 0; seq < count; seq++) {
+		if (wait_fd(s, POLLIN, 2000) != 1)
+			fail("execd: a datagram received before the exec is not readable");
+		ssize_t n = recv(s, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n != (ssize_t)payload(seq, want) || memcmp(buf, want, (size_t)n) != 0)
+			fail("execd: not the datagram received before the exec");
+	}
+	printf("exec kept %u\n", count);
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	start = time(NULL);
@@ -477,10 +517,15 @@ int main(int argc, char **argv)
 		return mcast(argv);
 	if (argc == 4 && strcmp(argv[1], "flood") == 0)
 		return flood(argv);
+	if (argc == 4 && strcmp(argv[1], "exec") == 0)
+		return exec_self(argv);
+	if (argc == 4 && strcmp(argv[1], "execd") == 0)
+		return execd(argv);
 	if (argc != 5) {
 		fprintf(stderr, "usage: udp PORT PEER_IP ECHO_PORT COUNT\n"
 				"       udp mcast GROUP PORT PEER_PORT COUNT\n"
-				"       udp flood PORT MAX\n");
+				"       udp flood PORT MAX\n"
+				"       udp exec PORT COUNT\n");
 		return 2;
 	}
 	int s = socket(AF_INET, SOCK_DGRAM, 0);

@@ -157,6 +157,23 @@ s.sendto(b"late", ("198.18.9.1", 7030))' "$top_srcdir/tests/accel" || fsk_fail "
 wait "$flood" || { cat "$T/flood.out"; fsk_fail "flood: the program failed"; }
 cat "$T/flood.out"
 
+# exec: datagrams the port took before the program execs itself reach the
+# new image, which holds the socket (the kernel's now), in order.
+on_port exec 40 -- "$prog" exec 7050 20 >"$T/exec.out" 2>&1
+execp=$fsk_last_pid
+wait_word "$T/exec.out" 'exec ready' "$execp"
+ip netns exec "$nsb" timeout 20 "$FSK_PYTHON" -c 'import socket, sys, time
+sys.path.insert(0, sys.argv[1])
+from udp_peer import payload
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for q in range(20):
+    s.sendto(payload(q), ("198.18.9.1", 7050))
+    time.sleep(0.005)
+time.sleep(0.3)
+s.sendto(b"go", ("198.18.9.1", 7051))' "$top_srcdir/tests/accel" || fsk_fail "exec: the sender failed"
+wait "$execp" || { cat "$T/exec.out"; grep -a 'warn\|error' "$T/exec.log"; fsk_fail "exec: the program failed"; }
+cat "$T/exec.out"
+
 # A real program: sockperf's UDP server launched, its client plain in B.
 if command -v sockperf >/dev/null 2>&1; then
 	on_port sp 30 -- sockperf server -i 0.0.0.0 -p 7040 >"$T/sp-server.out" 2>&1
