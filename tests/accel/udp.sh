@@ -41,6 +41,7 @@ udp_out() { ip netns exec "$nsa" awk '/^Udp:/ { if (h) print $5; h = 1 }' /proc/
 in0=$(udp_in) out0=$(udp_out)
 
 T=$fsk_tmp
+peer_py="$top_srcdir/tests/accel/udp_peer.py"
 # on_port NAME SECONDS [launcher options] -- CMD...: CMD launched in A on the
 # DPDK port, bounded, in the background ($fsk_last_pid); libfabsock's log
 # (FABSOCK_LOG=info: the counters at exit) in $T/NAME.log.
@@ -67,7 +68,7 @@ wait_word() {
 on_port app 90 -- "$prog" 7001 198.18.9.2 7002 "$count" >"$T/app.out" 2>"$T/app.err"
 app=$fsk_last_pid
 wait_word "$T/app.out" listening "$app"
-fsk_bg ip netns exec "$nsb" nice timeout -k 5 90 "$FSK_PYTHON" "$top_srcdir/tests/accel/udp_peer.py" \
+fsk_bg ip netns exec "$nsb" nice timeout -k 5 90 "$FSK_PYTHON" "$peer_py" \
 	198.18.9.1 7001 198.19.9.1 "$count" "$kcount" 7002 "fub$id" >"$T/peer.out" 2>&1
 wait "$app"
 rc=$?
@@ -144,16 +145,8 @@ echo "bind to the port's IP: accelerated"
 on_port flood 40 -- "$prog" flood 7030 64 >"$T/flood.out" 2>&1
 flood=$fsk_last_pid
 wait_word "$T/flood.out" 'flood ready' "$flood"
-ip netns exec "$nsb" timeout 20 "$FSK_PYTHON" -c 'import socket, sys, time
-sys.path.insert(0, sys.argv[1])
-from udp_peer import payload
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for q in range(500):
-    s.sendto(payload(q), ("198.18.9.1", 7030))
-time.sleep(0.5)
-s.sendto(b"go", ("198.18.9.1", 7031))
-time.sleep(2)
-s.sendto(b"late", ("198.18.9.1", 7030))' "$top_srcdir/tests/accel" || fsk_fail "flood: the sender failed"
+ip netns exec "$nsb" timeout 20 "$FSK_PYTHON" "$peer_py" burst 198.18.9.1 7030 500 0 1 ||
+	fsk_fail "flood: the sender failed"
 wait "$flood" || { cat "$T/flood.out"; fsk_fail "flood: the program failed"; }
 cat "$T/flood.out"
 
@@ -162,15 +155,8 @@ cat "$T/flood.out"
 on_port exec 40 -- "$prog" exec 7050 20 >"$T/exec.out" 2>&1
 execp=$fsk_last_pid
 wait_word "$T/exec.out" 'exec ready' "$execp"
-ip netns exec "$nsb" timeout 20 "$FSK_PYTHON" -c 'import socket, sys, time
-sys.path.insert(0, sys.argv[1])
-from udp_peer import payload
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for q in range(20):
-    s.sendto(payload(q), ("198.18.9.1", 7050))
-    time.sleep(0.005)
-time.sleep(0.3)
-s.sendto(b"go", ("198.18.9.1", 7051))' "$top_srcdir/tests/accel" || fsk_fail "exec: the sender failed"
+ip netns exec "$nsb" timeout 20 "$FSK_PYTHON" "$peer_py" burst 198.18.9.1 7050 20 5 0 ||
+	fsk_fail "exec: the sender failed"
 wait "$execp" || { cat "$T/exec.out"; grep -a 'warn\|error' "$T/exec.log"; fsk_fail "exec: the program failed"; }
 cat "$T/exec.out"
 

@@ -2,6 +2,11 @@
 
 udp_peer.py DPDK_IP PORT KERNEL_IP COUNT KCOUNT ECHO_PORT IFACE
 
+udp_peer.py burst IP PORT COUNT GAP_MS LATE
+
+Sends COUNT numbered datagrams to IP:PORT (GAP_MS apart), then after 0.5 s
+"go" to IP:PORT+1 and, when LATE is 1, after 2 s more "late" to IP:PORT.
+
 IFACE: the peer's veth end, whose transmit checksum offload is turned off
 first: a veth passes the kernel's datagrams on with the UDP checksum left
 to the NIC, and the DPDK port's af_packet reader would see it as bad.
@@ -102,5 +107,23 @@ def main():
     time.sleep(120)  # keep echoing for the client phase; the test ends us
 
 
+def burst():
+    ip, port, count = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    gap, late = int(sys.argv[5]) / 1000.0, sys.argv[6] == "1"
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for q in range(count):
+        s.sendto(payload(q), (ip, port))
+        if gap:
+            time.sleep(gap)
+    time.sleep(0.5)
+    s.sendto(b"go", (ip, port + 1))
+    if late:
+        time.sleep(2)
+        s.sendto(b"late", (ip, port))
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "burst":
+        burst()
+    else:
+        main()
