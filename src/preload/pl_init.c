@@ -35,6 +35,8 @@ static void install_sys(void)
 		.shutdown = pl_real.shutdown,
 		.recv = pl_real.recv,
 		.send = pl_real.send,
+		.recvmsg = pl_real.recvmsg,
+		.sendmsg = pl_real.sendmsg,
 		.getsockopt = pl_real.getsockopt,
 		.setsockopt = pl_real.setsockopt,
 		.getsockname = pl_real.getsockname,

@@ -27,7 +27,9 @@ void pl_untrack(int fd);
 
 /* A UDP socket's first datagram to an explicit destination decides udp_sender
  * (sock: fd's tracked socket). */
-void pl_decide_sender(int fd, struct stk_sock *sock, const void *dest, socklen_t dest_len);
+/* Returns true when the socket became carried by the stack just now (the
+ * caller sends again there). */
+bool pl_decide_sender(int fd, struct stk_sock *sock, const void *dest, socklen_t dest_len);
 
 /* -errno results of the stack become errno here, once. */
 static inline ssize_t pl_ret(ssize_t ret)

@@ -245,9 +245,10 @@ PL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	struct stk_sock *sock = pl_tracked(fd);
 	if (sock) {
 		ssize_t ret = stk_sock_sendto(sock, buf, len, flags, PL_SA(addr), alen);
+		if (ret == STK_KERNEL && pl_decide_sender(fd, sock, PL_SA(addr), alen))
+			ret = stk_sock_sendto(sock, buf, len, flags, PL_SA(addr), alen);
 		if (ret != STK_KERNEL)
 			return pl_send_ret(ret, flags);
-		pl_decide_sender(fd, sock, PL_SA(addr), alen);
 	}
 	return PL_REAL(sendto)(fd, buf, len, flags, addr, alen);
 }
@@ -257,10 +258,11 @@ PL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	struct stk_sock *sock = pl_tracked(fd);
 	if (sock) {
 		ssize_t ret = stk_sock_sendmsg(sock, msg, flags);
+		if (ret == STK_KERNEL && msg &&
+		    pl_decide_sender(fd, sock, msg->msg_name, msg->msg_namelen))
+			ret = stk_sock_sendmsg(sock, msg, flags);
 		if (ret != STK_KERNEL)
 			return pl_send_ret(ret, flags);
-		if (msg)
-			pl_decide_sender(fd, sock, msg->msg_name, msg->msg_namelen);
 	}
 	pass_rights(msg);
 	return PL_REAL(sendmsg)(fd, msg, flags);
@@ -271,11 +273,12 @@ PL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags
 	struct stk_sock *sock = pl_tracked(fd);
 	if (sock) {
 		int ret = stk_sock_sendmmsg(sock, vec, vlen, flags);
+		if (ret == STK_KERNEL && vec && vlen > 0 &&
+		    pl_decide_sender(fd, sock, vec[0].msg_hdr.msg_name,
+				     vec[0].msg_hdr.msg_namelen))
+			ret = stk_sock_sendmmsg(sock, vec, vlen, flags);
 		if (ret != STK_KERNEL)
 			return (int)pl_send_ret(ret, flags);
-		if (vec && vlen > 0)
-			pl_decide_sender(fd, sock, vec[0].msg_hdr.msg_name,
-					 vec[0].msg_hdr.msg_namelen);
 	}
 	for (unsigned int i = 0; vec && i < vlen; i++)
 		pass_rights(&vec[i].msg_hdr);

@@ -62,11 +62,14 @@ PL_EXPORT int socket(int domain, int type, int protocol)
 	return fd;
 }
 
+/* The dpdk port's own IP is not the kernel's: the stack binds there itself. */
 PL_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	int ret = PL_REAL(bind)(fd, addr, len);
-	struct stk_sock *sock;
-	if (ret == 0 && (sock = pl_tracked(fd)))
+	struct stk_sock *sock = ret == 0 || errno == EADDRNOTAVAIL ? pl_tracked(fd) : NULL;
+	if (ret != 0 && sock && stk_sock_bind_port_ip(sock, fd, PL_SA(addr), len) == 0)
+		ret = 0;
+	if (ret == 0 && sock)
 		life_step(fd, sock, stk_sock_bound);
 	return ret;
 }
@@ -144,23 +147,32 @@ PL_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	return ret;
 }
 
-void pl_decide_sender(int fd, struct stk_sock *sock, const void *dest, socklen_t dest_len)
+bool pl_decide_sender(int fd, struct stk_sock *sock, const void *dest, socklen_t dest_len)
 {
 	if (!sock || !dest)
-		return;
+		return false;
 	int saved_errno = errno;
 	pl_enter();
+	bool was_carried = stk_sock_state(sock) & STK_SOCK_CARRIED;
 	bool keep = stk_sock_send_to(sock, fd, dest, dest_len);
+	bool carried = keep && !was_carried && (stk_sock_state(sock) & STK_SOCK_CARRIED);
 	pl_leave();
 	if (!keep)
 		pl_untrack(fd);
 	errno = saved_errno;
+	return carried;
 }
 
 /* SO_ZEROCOPY on: MSG_ZEROCOPY completions come from the kernel socket's error
  * queue, so the kernel carries the socket (stk_sock_zerocopy). */
 PL_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
+	struct stk_sock *tracked = pl_tracked(fd);
+	if (tracked) {
+		int done = stk_sock_setsockopt(tracked, fd, level, name, val, len);
+		if (done != STK_KERNEL)
+			return (int)pl_ret(done);
+	}
 	int ret = PL_REAL(setsockopt)(fd, level, name, val, len);
 	if (__builtin_expect(level == SOL_SOCKET && name == SO_ZEROCOPY, 0) && ret == 0 &&
 	    val && len >= sizeof(int) && *(const int *)val != 0) {

@@ -38,6 +38,9 @@ src_stack_libstk_la_SOURCES = \
 	src/stack/stk_sock.c src/stack/stk_sock.h \
 	src/stack/stk_accel.c src/stack/stk_accel.h \
 	src/stack/stk_tcp.c \
+	src/stack/stk_udp.c src/stack/stk_udp.h src/stack/stk_udp_fab.c src/stack/stk_udp_rx.c \
+	src/stack/stk_udp_opt.c src/stack/stk_udp_exec.c \
+	src/stack/stk_udp_ready.c \
 	src/stack/stk_api.c src/stack/stk_api_proc.c src/stack/stk_api_ready.c \
 	src/stack/stk.h
 src_stack_libstk_la_CFLAGS = $(AM_CFLAGS) -fPIC $(FABRIC_CFLAGS)

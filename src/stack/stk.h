@@ -5,8 +5,8 @@
  * one open application socket the stack may accelerate (shared by every fd that
  * dup'ed it); the preload keeps fd -> handle in its fd table and never looks
  * inside. Each kind of socket has its own operations behind the handle (TCP
- * stream: stk_tcp.c; UDP sockets and epoll objects: none, the kernel carries
- * every call).
+ * stream: stk_tcp.c; UDP on a dpdk port: stk_udp.c; other UDP sockets and
+ * epoll objects: none, the kernel carries every call).
  *
  * Data-path contract: the wrapper looks its fd up once. An untracked fd goes to
  * the real call with no stack call at all. A tracked socket makes ONE call
@@ -108,6 +108,12 @@ void stk_sock_ref(struct stk_sock *sock);
  * SO_LINGER 0) or destroys an epoll object. Call inside the guard. */
 void stk_sock_unref(struct stk_sock *sock);
 
+/* bind() on fd to addr failed with EADDRNOTAVAIL: when addr is the dpdk
+ * port's IP (the kernel does not own it) and sock an undecided UDP socket,
+ * the kernel socket is bound there with IP_FREEBIND (0, then call
+ * stk_sock_bound); else -EADDRNOTAVAIL. */
+int stk_sock_bind_port_ip(struct stk_sock *sock, int fd, const struct sockaddr *addr,
+			  socklen_t len);
 /* bind() on fd succeeded: an undecided UDP socket decides udp_receiver. */
 bool stk_sock_bound(struct stk_sock *sock, int fd);
 /* listen() on fd is about to run: an undecided TCP socket decides tcp_server
@@ -128,6 +134,12 @@ bool stk_sock_send_to(struct stk_sock *sock, int fd, const struct sockaddr *dest
 /* newfd was accepted on listener: a new handle (one reference, the caller's)
  * whose connection negotiates lazily, or NULL (the kernel keeps it). */
 struct stk_sock *stk_sock_accepted(struct stk_sock *listener, int newfd);
+/* setsockopt(fd, level, name, val, len) on a tracked socket, before the real
+ * call: performed here (0 or -errno) or STK_KERNEL (the real call, as asked).
+ * An accelerated UDP socket joins and leaves multicast groups on its port,
+ * and follows the options that change its datagrams (stk_udp.h). */
+int stk_sock_setsockopt(struct stk_sock *sock, int fd, int level, int name, const void *val,
+			socklen_t len);
 /* setsockopt(SO_ZEROCOPY, 1) succeeded on fd: the kernel carries the socket
  * from now on (a connection migrates or settles there). Returns keep. */
 bool stk_sock_zerocopy(struct stk_sock *sock, int fd);
@@ -208,11 +220,13 @@ void stk_sock_leave(struct stk_sock *sock, enum stk_leave why);
 
 /* Before an exec: every fd below nfds that the new image inherits (no
  * FD_CLOEXEC) and is on the fabric migrates (negotiating ones settle on the
- * kernel); for each with unread bytes, handed(ctx, fd, memfd) names the memfd
- * holding them (close-on-exec; the callee duplicates it). */
+ * kernel); for each with unread bytes (or, for a UDP socket on the dpdk port,
+ * unread datagrams), handed(ctx, fd, memfd) names the memfd holding them
+ * (close-on-exec; the callee duplicates it). */
 void stk_exec_prepare(int nfds, void (*handed)(void *ctx, int fd, int memfd), void *ctx);
-/* In the new image: fd is an inherited socket whose unread bytes are in memfd
- * (taken). A handle (one reference) or NULL (bytes lost, logged). */
+/* In the new image: fd is an inherited socket whose unread bytes (or
+ * datagrams) are in memfd (taken). A handle (one reference) or NULL (lost,
+ * logged). */
 struct stk_sock *stk_sock_adopt(int fd, int memfd);
 
 /* Unread bytes of a migrated connection still held by the stack: count, and

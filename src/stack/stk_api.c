@@ -10,6 +10,7 @@
 #include "stack/stk_log.h"
 #include "stack/stk_sock.h"
 #include "stack/stk_sys.h"
+#include "stack/stk_udp.h"
 
 #include <errno.h>
 
@@ -73,6 +74,14 @@ static bool decide_local(struct stk_sock *sock, int fd, enum stk_role role)
 	return stk_sock_decide(sock, fd, role, known ? (struct sockaddr *)&local : NULL, NULL);
 }
 
+int stk_sock_bind_port_ip(struct stk_sock *sock, int fd, const struct sockaddr *addr,
+			  socklen_t len)
+{
+	if (sock->decided || sock->kind != STK_SOCK_UDP)
+		return -EADDRNOTAVAIL;
+	return stk_udp_bind_port_ip(fd, addr, len);
+}
+
 bool stk_sock_bound(struct stk_sock *sock, int fd)
 {
 	if (sock->decided || sock->kind != STK_SOCK_UDP)
@@ -90,17 +99,25 @@ bool stk_sock_listen(struct stk_sock *sock, int fd)
 int stk_sock_connect_begin(struct stk_sock *sock, int fd, const struct sockaddr *addr,
 			   socklen_t len)
 {
+	if (sock->udp)
+		return STK_CONNECT_NEGOTIATE; /* its peer follows the kernel's */
 	if (sock->decided || !inet_addr(addr, len))
 		return STK_CONNECT_PLAIN;
 	enum stk_role role =
 		sock->kind == STK_SOCK_TCP ? STK_ROLE_TCP_CLIENT : STK_ROLE_UDP_CONNECT;
 	if (!stk_sock_decide(sock, fd, role, NULL, addr))
 		return STK_CONNECT_FORGET;
+	if (sock->udp)
+		return STK_CONNECT_NEGOTIATE;
 	return stk_accel_connect_begin(sock, fd) ? STK_CONNECT_NEGOTIATE : STK_CONNECT_FORGET;
 }
 
 bool stk_sock_connect_end(struct stk_sock *sock, int fd, int kernel_ret)
 {
+	if (sock->udp) {
+		stk_udp_connected(sock, fd, kernel_ret);
+		return true;
+	}
 	stk_accel_connect_end(sock, fd, kernel_ret);
 	return sock->conn != NULL;
 }
@@ -120,6 +137,14 @@ struct stk_sock *stk_sock_accepted(struct stk_sock *listener, int newfd)
 	return stk_accel_accepted(listener, newfd);
 }
 
+int stk_sock_setsockopt(struct stk_sock *sock, int fd, int level, int name, const void *val,
+			socklen_t len)
+{
+	if (!sock->udp)
+		return STK_KERNEL;
+	return stk_udp_setsockopt(sock, fd, level, name, val, len);
+}
+
 bool stk_sock_zerocopy(struct stk_sock *sock, int fd)
 {
 	return !stk_accel_zerocopy(sock, fd);
@@ -128,6 +153,8 @@ bool stk_sock_zerocopy(struct stk_sock *sock, int fd)
 unsigned stk_sock_state(const struct stk_sock *sock)
 {
 	struct stk_conn *conn = sock->conn;
+	if (sock->udp)
+		return sock->ops ? STK_SOCK_CARRIED | STK_SOCK_FABRIC : 0;
 	if (!conn)
 		return 0;
 	unsigned state = STK_SOCK_CONN;

@@ -10,6 +10,7 @@
 #include "stack/stk_sock.h"
 #include "stack/stk_stream.h"
 #include "stack/stk_sys.h"
+#include "stack/stk_udp.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -33,16 +34,21 @@ void stk_fork_migrate(void)
 void stk_fork_prepare(void)
 {
 	stk_migrate_atfork_prepare();
+	stk_udp_atfork_prepare();
 }
 
 void stk_fork_parent(void)
 {
+	stk_udp_atfork_parent();
 	stk_migrate_atfork_parent();
 }
 
 void stk_fork_child(void)
 {
 	stk_counters_set_mirror(NULL); /* the parent's segment is not ours to count in */
+	/* before the epoll sets refill their sleep sets: the parent's UDP
+	 * fabric is not the child's to wait on */
+	stk_udp_atfork_child();
 	stk_migrate_atfork_child();
 	stk_stat_conn_atfork_child();
 }
@@ -85,11 +91,19 @@ void stk_exec_prepare(int nfds, void (*handed)(void *ctx, int fd, int memfd), vo
 	int *fds = NULL;
 	for (int fd = 0; fd < nfds; fd++) {
 		struct stk_sock *sock = stk_fds.get(fd);
-		if (!sock || !sock->conn)
+		if (!sock || (!sock->conn && !sock->udp))
 			continue;
 		int fl = stk_sys.fcntl(fd, F_GETFD);
 		if (fl < 0 || (fl & FD_CLOEXEC))
 			continue;
+		if (sock->udp) { /* its unread datagrams go along */
+			int memfd = stk_udp_exec_memfd(sock->udp);
+			if (memfd >= 0) {
+				handed(ctx, fd, memfd);
+				stk_sys.close(memfd);
+			}
+			continue;
+		}
 		if (!stk_conn_on_fabric(sock->conn)) {
 			stk_accel_refuse(sock); /* still negotiating: the kernel */
 			continue;
@@ -119,6 +133,9 @@ void stk_exec_prepare(int nfds, void (*handed)(void *ctx, int fd, int memfd), vo
 
 struct stk_sock *stk_sock_adopt(int fd, int memfd)
 {
+	struct stk_sock *sock;
+	if (stk_udp_adopt(fd, memfd, &sock))
+		return sock;
 	return stk_accel_adopt(fd, memfd);
 }
 

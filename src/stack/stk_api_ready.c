@@ -10,6 +10,7 @@
 #include "stack/stk_ready.h"
 #include "stack/stk_sock.h"
 #include "stack/stk_sys.h"
+#include "stack/stk_udp.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -35,6 +36,8 @@ struct stk_fd_table stk_fds = { .get = no_fd, .set = no_set };
  * (so the app's next epoll_ctl finds it there). */
 static struct stk_conn *ready_conn(struct stk_sock *sock)
 {
+	if (sock && sock->udp)
+		return stk_udp_ready_obj(sock->udp);
 	struct stk_conn *conn = sock ? sock->conn : NULL;
 	if (conn && stk_ready_phase(conn) == STK_PHASE_KERNEL) {
 		int saved_errno = errno;

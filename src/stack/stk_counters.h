@@ -42,6 +42,13 @@
 	X(BYTES_RX_TCP, "bytes_rx_tcp", "payload bytes received over tcp") \
 	X(BYTES_TX_DPDK, "bytes_tx_dpdk", "payload bytes sent over dpdk") \
 	X(BYTES_RX_DPDK, "bytes_rx_dpdk", "payload bytes received over dpdk") \
+	X(UDP_ACCEL_DPDK, "udp_accel_dpdk", "UDP sockets accelerated over dpdk (raw UDP endpoint)") \
+	X(DATAGRAMS_TX_DPDK, "datagrams_tx_dpdk", "UDP datagrams sent through the dpdk port") \
+	X(DATAGRAMS_RX_DPDK, "datagrams_rx_dpdk", "UDP datagrams received through the dpdk port") \
+	X(UDP_KERNEL_RX, "udp_kernel_rx", \
+	  "datagrams an accelerated UDP socket read from its kernel socket") \
+	X(UDP_KERNEL_TX, "udp_kernel_tx", \
+	  "datagrams an accelerated UDP socket sent through its kernel socket (off the port's subnet, too large)") \
 	X(MSGS_TX, "msgs_tx", "fabric messages sent") \
 	X(MSGS_RX, "msgs_rx", "fabric messages received") \
 	X(SLEEP_LATE_WAKES, "sleep_late_wakes", \

@@ -54,30 +54,133 @@ static int conn_phase(struct stk_conn *conn)
 	return __atomic_load_n(&conn->phase, __ATOMIC_ACQUIRE);
 }
 
-static int fab_wait_fd(struct stk_fab *fab)
+/* ---- datagram sockets: the same slots, through stk_ready_dgram_ops ---- */
+
+const struct stk_ready_ops *stk_ready_dgram_ops;
+
+#define DGRAM(p) __builtin_expect(stk_ready_is_dgram(p), 0)
+
+static short any_events(struct stk_conn *conn)
 {
-	return stk_fab_wait_fd(fab);
+	return DGRAM(conn) ? stk_ready_dgram_ops->events(conn) : stk_poll_events(conn);
 }
 
-/* The real connection; tests swap stk_ready_ops for a double and restore it
- * from stk_ready_ops_default. */
+static int any_liveness_fd(struct stk_conn *conn)
+{
+	return DGRAM(conn) ? stk_ready_dgram_ops->liveness_fd(conn) : conn_liveness_fd(conn);
+}
+
+static void any_liveness(struct stk_conn *conn)
+{
+	if (DGRAM(conn))
+		stk_ready_dgram_ops->liveness(conn);
+	else
+		stk_conn_check_liveness(conn);
+}
+
+static uint64_t any_generation(struct stk_conn *conn)
+{
+	return DGRAM(conn) ? stk_ready_dgram_ops->generation(conn) : stk_conn_generation(conn);
+}
+
+static struct stk_fab *any_fab(struct stk_conn *conn)
+{
+	return DGRAM(conn) ? stk_ready_dgram_ops->fab(conn) : conn_fab(conn);
+}
+
+static int any_progress(struct stk_fab *fab)
+{
+	return DGRAM(fab) ? stk_ready_dgram_ops->progress(fab) : stk_fab_progress(fab);
+}
+
+static int any_wait_fd(struct stk_fab *fab)
+{
+	return DGRAM(fab) ? stk_ready_dgram_ops->wait_fd(fab) : stk_fab_wait_fd(fab);
+}
+
+static bool any_trywait(struct stk_fab *fab)
+{
+	return DGRAM(fab) ? stk_ready_dgram_ops->trywait(fab) : stk_fab_trywait(fab);
+}
+
+static void any_quiesce(struct stk_fab *fab)
+{
+	if (DGRAM(fab))
+		stk_ready_dgram_ops->quiesce(fab);
+	else
+		stk_fab_quiesce(fab);
+}
+
+static struct stk_watch *any_watch(struct stk_conn *conn)
+{
+	return DGRAM(conn) ? stk_ready_dgram_ops->watch(conn) : stk_conn_watch(conn);
+}
+
+static short any_events_now(struct stk_conn *conn)
+{
+	if (!DGRAM(conn))
+		return stk_conn_events(conn);
+	return stk_ready_dgram_ops->events_now ? stk_ready_dgram_ops->events_now(conn)
+					       : stk_ready_dgram_ops->events(conn);
+}
+
+static bool any_tx_blocked(struct stk_conn *conn)
+{
+	if (!DGRAM(conn))
+		return stk_conn_tx_blocked(conn);
+	return stk_ready_dgram_ops->tx_blocked && stk_ready_dgram_ops->tx_blocked(conn);
+}
+
+static int any_phase(struct stk_conn *conn)
+{
+	if (!DGRAM(conn))
+		return conn_phase(conn);
+	return stk_ready_dgram_ops->phase ? stk_ready_dgram_ops->phase(conn) : STK_PHASE_FABRIC;
+}
+
+static int any_announce(struct stk_conn *conn, bool send)
+{
+	if (!DGRAM(conn))
+		return stk_conn_sleep_announce(conn, send);
+	return stk_ready_dgram_ops->announce ? stk_ready_dgram_ops->announce(conn, send)
+					     : STK_SLEEP_NO;
+}
+
+static void any_sleepers(struct stk_conn *conn, int n)
+{
+	if (!DGRAM(conn))
+		stk_conn_sleepers_add(conn, n);
+	else if (stk_ready_dgram_ops->sleepers)
+		stk_ready_dgram_ops->sleepers(conn, n);
+}
+
+static void any_wake_link(struct stk_conn *conn, struct stk_wake_node *node, bool on)
+{
+	if (!DGRAM(conn))
+		stk_conn_wake_link(conn, node, on);
+	else if (stk_ready_dgram_ops->wake_link)
+		stk_ready_dgram_ops->wake_link(conn, node, on);
+}
+
+/* The real stack; tests swap stk_ready_ops for a double and restore it from
+ * stk_ready_ops_default. */
 #define READY_OPS_REAL { \
-	.events = stk_poll_events, \
-	.liveness_fd = conn_liveness_fd, \
-	.liveness = stk_conn_check_liveness, \
-	.generation = stk_conn_generation, \
-	.fab = conn_fab, \
-	.progress = stk_fab_progress, \
-	.wait_fd = fab_wait_fd, \
-	.trywait = stk_fab_trywait, \
-	.quiesce = stk_fab_quiesce, \
-	.watch = stk_conn_watch, \
-	.events_now = stk_conn_events, \
-	.tx_blocked = stk_conn_tx_blocked, \
-	.phase = conn_phase, \
-	.announce = stk_conn_sleep_announce, \
-	.sleepers = stk_conn_sleepers_add, \
-	.wake_link = stk_conn_wake_link, \
+	.events = any_events, \
+	.liveness_fd = any_liveness_fd, \
+	.liveness = any_liveness, \
+	.generation = any_generation, \
+	.fab = any_fab, \
+	.progress = any_progress, \
+	.wait_fd = any_wait_fd, \
+	.trywait = any_trywait, \
+	.quiesce = any_quiesce, \
+	.watch = any_watch, \
+	.events_now = any_events_now, \
+	.tx_blocked = any_tx_blocked, \
+	.phase = any_phase, \
+	.announce = any_announce, \
+	.sleepers = any_sleepers, \
+	.wake_link = any_wake_link, \
 }
 
 const struct stk_ready_ops stk_ready_ops_default = READY_OPS_REAL;

@@ -131,6 +131,18 @@ struct stk_ready_ops {
 
 extern struct stk_ready_ops stk_ready_ops;
 
+/* A datagram socket (stk_udp.h) stands where a connection does: a pointer
+ * to its object with bit 1 set (objects are aligned; bit 0 is stk_epoll's
+ * tag of an inner set in its sleep set), and so does its fabric. The defaults below hand such a pointer to stk_ready_dgram_ops,
+ * which the socket layer installs before the first such socket exists; its
+ * optional slots may be NULL as above. */
+#define STK_READY_DGRAM_TAG ((uintptr_t)2)
+static inline bool stk_ready_is_dgram(const void *p)
+{
+	return ((uintptr_t)p & STK_READY_DGRAM_TAG) != 0;
+}
+extern const struct stk_ready_ops *stk_ready_dgram_ops;
+
 /* The connection's phase through the ops (0 = STK_PHASE_FABRIC without the op). */
 static inline int stk_ready_phase(struct stk_conn *conn)
 {

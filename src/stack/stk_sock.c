@@ -6,6 +6,7 @@
 #include "stack/stk_counters.h"
 #include "stack/stk_log.h"
 #include "stack/stk_stat.h"
+#include "stack/stk_udp.h"
 
 #include <netinet/in.h>
 #include <stdio.h>
@@ -59,6 +60,8 @@ void stk_sock_unref(struct stk_sock *sock)
 		return;
 	if (sock->conn)
 		stk_accel_close(sock);
+	if (sock->udp)
+		stk_udp_close(sock);
 	if (sock->epoll) {
 		stk_epoll_destroy(sock->epoll);
 		__atomic_fetch_sub(&stk_epoll_live, 1, __ATOMIC_RELAXED);
@@ -117,9 +120,11 @@ bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
 		stat_kernel(fd, NULL, "TCP acceleration is off (FABSOCK_TCP_ACCEL=0)");
 		return false;
 	}
-	/* Datagram sockets have no fabric transport yet (roadmap: UDP). */
+	const char *why = stk_udp_accelerate(sock, fd);
+	if (!why)
+		return true;
 	stk_count(STK_C_FALLBACK_NO_TRANSPORT);
-	note_fallback_once(role, "no accelerated transport for UDP yet");
-	stat_kernel(fd, NULL, "no accelerated transport for UDP yet");
+	note_fallback_once(role, why);
+	stat_kernel(fd, NULL, why);
 	return false;
 }

@@ -24,13 +24,14 @@ enum stk_sock_kind {
 struct stk_epoll;
 
 struct stk_conn;
+struct stk_udp;
 
 /* The operations of one kind of socket behind stk.h's data calls. Each returns
  * what stk.h says of its call (result, -errno or STK_KERNEL). A socket whose
  * ops is NULL (UDP sockets, epoll objects) has every data call carried by the
  * kernel: stk.h's functions return STK_KERNEL without a further call. Another
- * kind (UDP datagrams carried by the stack) is a table beside stk_tcp_ops, set
- * by stk_sock_new; a table sets every slot. */
+ * kind has a table beside stk_tcp_ops: accelerated UDP sockets stk_udp_ops
+ * (stk_udp.h), set when the socket is attached; a table sets every slot. */
 struct stk_sock_ops {
 	ssize_t (*recvfrom)(struct stk_sock *sock, void *buf, size_t len, int flags,
 			    struct sockaddr *addr, socklen_t *alen);
@@ -59,7 +60,8 @@ extern const struct stk_sock_ops stk_tcp_ops;
 struct stk_sock {
 	int refs;                /* atomic */
 	enum stk_sock_kind kind;
-	const struct stk_sock_ops *ops; /* by kind: TCP stk_tcp_ops, others NULL */
+	const struct stk_sock_ops *ops; /* TCP stk_tcp_ops, accelerated UDP stk_udp_ops,
+					 * others NULL */
 	int domain;
 	bool decided;            /* the role was known and the decision taken */
 	bool syn_marked;         /* client: SYN marked, negotiation after connect */
@@ -67,6 +69,7 @@ struct stk_sock {
 	struct stk_conn *conn;   /* the stream (maybe still negotiating, or settled on the
 				  * kernel: see its phase), or NULL (kernel) */
 	struct stk_epoll *epoll; /* STK_SOCK_EPOLL: the object attached to the fd */
+	struct stk_udp *udp;     /* UDP on the dpdk port (stk_udp.h), or NULL (kernel) */
 };
 
 /* stk_sock_new, stk_sock_ref, stk_sock_unref: stk.h. */
@@ -76,8 +79,9 @@ struct stk_sock *stk_sock_new_epoll(struct stk_epoll *ep);
 /* Decide for a socket whose role is now known (local/remote may be NULL when
  * unknown). Logs the outcome (debug), logs each distinct fallback reason once
  * (info), counts everything. Returns true when the socket stays a candidate for
- * acceleration (TCP, rules say accel); false means the kernel keeps it and the
- * caller may forget the object. */
+ * acceleration (TCP the rules accelerate, or UDP attached to the dpdk port
+ * here, stk_udp.h); false means the kernel keeps it and the caller may
+ * forget the object. */
 bool stk_sock_decide(struct stk_sock *sock, int fd, enum stk_role role,
 		     const struct sockaddr *local, const struct sockaddr *remote);
 

@@ -30,6 +30,9 @@ struct stk_sys {
 	int (*shutdown)(int fd, int how);
 	ssize_t (*recv)(int fd, void *buf, size_t len, int flags);
 	ssize_t (*send)(int fd, const void *buf, size_t len, int flags);
+	/* an accelerated UDP socket's kernel side (stk_udp.h) */
+	ssize_t (*recvmsg)(int fd, struct msghdr *msg, int flags);
+	ssize_t (*sendmsg)(int fd, const struct msghdr *msg, int flags);
 	int (*getsockopt)(int fd, int level, int name, void *val, socklen_t *len);
 	int (*setsockopt)(int fd, int level, int name, const void *val, socklen_t len);
 	int (*getsockname)(int fd, struct sockaddr *addr, socklen_t *len);

@@ -6,7 +6,7 @@ TESTS += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/nego.sh tests/a
 	tests/accel/sizes.sh tests/accel/dpdk_robust.sh tests/accel/warmup.sh \
 	tests/accel/hostile.sh tests/accel/users.sh tests/accel/listen.sh tests/accel/duplex.sh \
 	tests/accel/abort.sh tests/accel/fork_busy.sh tests/accel/bell.sh tests/accel/stat.sh tests/accel/ovs.sh \
-	tests/accel/sendfile.sh tests/accel/ovs_prefork.sh tests/accel/prefork_shm.sh
+	tests/accel/sendfile.sh tests/accel/ovs_prefork.sh tests/accel/prefork_shm.sh tests/accel/udp.sh
 EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py tests/accel/lib.sh \
 	tests/accel/nego.sh tests/accel/nego.py tests/accel/many.sh tests/accel/many10k.sh \
 	tests/accel/fork.sh tests/accel/fork.py tests/accel/redis_bgsave.sh tests/accel/redis_load.py \
@@ -20,7 +20,13 @@ EXTRA_DIST += tests/accel/echo.sh tests/accel/fallback.sh tests/accel/echo.py te
 	tests/accel/abort.sh tests/accel/fork_busy.sh tests/accel/bell.sh tests/accel/stat.sh tests/accel/ovs.sh \
 	tests/accel/sendfile.sh tests/accel/sendfile.py \
 	tests/accel/ovs_lib.sh tests/accel/ovs_prefork.sh tests/accel/wrk_check.lua \
-	tests/accel/prefork_lib.sh tests/accel/prefork_shm.sh
+	tests/accel/prefork_lib.sh tests/accel/prefork_shm.sh \
+	tests/accel/udp.sh tests/accel/udp_peer.py tests/accel/udp_mc_peer.py
+
+# udp: a UDP program that uses the whole socket API against a kernel peer
+# (tests/accel/udp.sh).
+check_PROGRAMS += tests/accel/udp
+tests_accel_udp_SOURCES = tests/accel/udp.c
 
 # many: N concurrent connections through one epoll echo server, byte-checked.
 check_PROGRAMS += tests/accel/many

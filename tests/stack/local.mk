@@ -7,6 +7,12 @@ EXTRA_DIST += tests/lib/check_main.h
 # test_stream (the stream) and test_nego (negotiation fallbacks, codec) share
 # a forked client (tests/stack/fork_pair.h).
 FORK_PAIR_SOURCES = tests/stack/fork_pair.c tests/stack/fork_pair.h $(STK_PAIR_SOURCES)
+# test_udp: an accelerated UDP socket's control messages and multicast path.
+check_PROGRAMS += tests/stack/test_udp
+TESTS += tests/stack/test_udp
+tests_stack_test_udp_SOURCES = tests/stack/test_udp.c
+tests_stack_test_udp_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
+tests_stack_test_udp_LDADD = src/stack/libstk.la $(CHECK_LIBS) $(FABRIC_LIBS) -lpthread
 check_PROGRAMS += tests/stack/test_stream
 TESTS += tests/stack/test_stream
 tests_stack_test_stream_SOURCES = tests/stack/test_stream.c $(FORK_PAIR_SOURCES)

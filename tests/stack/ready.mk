@@ -20,3 +20,10 @@ TESTS += tests/stack/test_ready_pair
 tests_stack_test_ready_pair_SOURCES = tests/stack/test_ready_pair.c $(STK_PAIR_SOURCES)
 tests_stack_test_ready_pair_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
 tests_stack_test_ready_pair_LDADD = src/stack/libstk.la $(CHECK_LIBS) $(FABRIC_LIBS) -lpthread
+
+# test_ready_dgram: datagram sockets' tagged objects through poll and epoll.
+check_PROGRAMS += tests/stack/test_ready_dgram
+TESTS += tests/stack/test_ready_dgram
+tests_stack_test_ready_dgram_SOURCES = tests/stack/test_ready_dgram.c
+tests_stack_test_ready_dgram_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(FABRIC_CFLAGS)
+tests_stack_test_ready_dgram_LDADD = src/stack/libstk.la $(CHECK_LIBS) $(FABRIC_LIBS) -lpthread
