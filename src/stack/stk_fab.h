@@ -140,7 +140,7 @@ int stk_fab_inject2(struct stk_fab *fab, const void *hdr, size_t hlen, const voi
 		    size_t plen, fi_addr_t dest);
 
 /* A batch of posts by this thread (a send call's messages): between
- * stk_fab_batch_begin and stk_fab_batch_end, a peer's bell (stk_fab_bell.h)
+ * stk_fab_batch_begin and stk_fab_batch_end, a shm peer's bell (stk_fab_bell.h)
  * that a post would ring is rung once, at the end, so that a sleeping reader
  * wakes to the whole batch instead of once per message (each wake-up would
  * find one message, sleep again and cost the sender another ring). Nests;

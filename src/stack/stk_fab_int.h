@@ -118,7 +118,9 @@ static inline void fab_ring_after_post(struct stk_fab *fab, fi_addr_t dest)
 	struct fab_bell *bell = dest < AV_CACHE_MAX
 					? __atomic_load_n(&fab->ring_map[dest], __ATOMIC_ACQUIRE)
 					: fab_bell_of_slow(fab, dest);
-	if (bell && !(fab_batch_depth && fab_batch_defer(bell)))
+	/* batched on shm only (where it was measured); dpdk rings after each
+	 * post */
+	if (bell && !(fab_batch_depth && fab->is_shm && fab_batch_defer(bell)))
 		fab_bell_ring(bell);
 }
 
