@@ -79,6 +79,22 @@ static int wait_for(int ep, struct epoll_event *ev, int want)
 	return n;
 }
 
+/* Events that each fire once (EPOLLET, EPOLLONESHOT) gathered over several
+ * calls until want of them came (bounded: 100 x 100 ms): two sources that
+ * become ready one after the other may be reported by two calls, on the
+ * kernel as under the preload; the count and cookies are the same. */
+static int gather_once(int ep, struct epoll_event *ev, int want)
+{
+	int n = 0;
+
+	for (int i = 0; i < 100 && n < want; i++) {
+		int got = epoll_wait(ep, ev + n, 16 - n, 100);
+		if (got > 0)
+			n += got;
+	}
+	return n;
+}
+
 static void test_create_ctl(void)
 {
 	int ep, ep2, cfd, sfd, pfd[2], n, fd;
@@ -200,7 +216,7 @@ static void test_edge_oneshot(void)
 
 	write(cfd, "edge1", 5);
 	sendto(u1, "one", 3, 0, (struct sockaddr *)&ua, sizeof(ua));
-	n = show("epoll_wait(both)", wait_for(ep, ev, 2), ev);
+	n = show("epoll_wait(both)", gather_once(ep, ev, 2), ev);
 	BH_CHECK(n == 2);
 	/* Edge: no new data -> no event even though unread. Oneshot:
 	 * disabled until re-armed. */
