@@ -90,7 +90,7 @@ struct fdp_rel_cfg {
 	uint32_t max_rx_rings;  /* out-of-order receive rings per fdp_rel (64) */
 };
 
-/* Fill *cfg with the defaults above (session 1, isn 0: override both). */
+/* Fill *cfg with the defaults above (instance id 1 and isn 0: the caller sets both). */
 void fdp_rel_cfg_default(struct fdp_rel_cfg *cfg);
 
 /* Counters: monotonic, never reset; read them freely (same thread). */
